@@ -1,0 +1,44 @@
+# Plait. `make demo` runs the main job, `make test` the tests; both install what they need.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/plait
+ARCH_INCLUDE := /usr/include/$(shell uname -m)-linux-gnu
+
+.PHONY: all deps generate build test bench demo demo-veth p4 clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+# eBPF objects (bpf2go) and gRPC stubs are checked in; this regenerates them from source.
+generate: deps
+	cd ebpf/datapath && BPF_CFLAGS="-I$(ARCH_INCLUDE)" $(GO) generate ./...
+	cd api/plait/v1 && PATH="$$PATH:$$(dirname $$($(GO) tool -n protoc-gen-go)):$$(dirname $$($(GO) tool -n protoc-gen-go-grpc))" $(GO) generate ./...
+
+build: generate
+	$(GO) build -o $(BIN) ./cmd/plait
+
+# One package at a time: several tests time real traffic through namespaces, and two
+# cores shared between them would make the timings lie.
+test: build
+	$(GO) vet ./...
+	$(GO) test -p 1 -count=1 -timeout 25m ./...
+
+bench: build
+	$(GO) test -p 1 -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+demo: build
+	scripts/demo-veth.sh
+
+demo-veth: build
+	scripts/demo-veth.sh
+
+# Compiles p4/plait.p4 for BMv2 when p4c is installed (it is not installable here).
+p4:
+	@command -v p4c-bm2-ss >/dev/null || { echo "p4: p4c-bm2-ss is not installed; the checked-in p4/build/plait.p4info.txtpb stays authoritative"; exit 0; }
+	mkdir -p p4/build
+	p4c-bm2-ss --arch v1model -o p4/build/plait.json --p4runtime-files p4/build/plait.p4info.txtpb p4/plait.p4
+
+clean:
+	rm -rf bin

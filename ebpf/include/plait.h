@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The Plait wire format: the tag every striped packet carries between sender and receiver.
+ *
+ * On the wire:  Ethernet | outer IPv4 | UDP (dst PLAIT_UDP_PORT) | plait_hdr
+ *               | [plait_tel, when PLAIT_F_TELEMETRY] | original IPv4 packet
+ *
+ * The same layout is defined in wire/wire.go and p4/include/headers.p4; the test in
+ * tests/wireformat checks all three against each other. Change all three or none.
+ */
+#ifndef PLAIT_H
+#define PLAIT_H
+
+#include <linux/types.h>
+
+#define PLAIT_VERSION 1
+#define PLAIT_UDP_PORT 7733
+
+/* Flags (low nibble of ver_flags). */
+#define PLAIT_F_PROBE 0x1     /* measurement probe: no inner packet follows */
+#define PLAIT_F_TELEMETRY 0x2 /* a plait_tel block follows the header */
+
+struct plait_hdr {
+	__u8 ver_flags;   /* version in the high nibble (PLAIT_VERSION), PLAIT_F_* flags in the low */
+	__u8 path_id;     /* index of the path in the sender's path table, < PLAIT_MAX_PATHS */
+	__be16 tunnel_id; /* striped tunnel (sender/receiver pair); same id in both directions */
+	__be32 seq;       /* tunnel-wide packet sequence: gaps here are reordering or loss */
+	__be32 path_seq;  /* per-path sequence: a gap here is a loss on that path */
+	__be32 tx_ns;     /* low 32 bits of the sender's monotonic clock (ns) at send time */
+} __attribute__((packed));
+
+/* Stamped by P4 switches on the way; only present when the sender or split switch asks. */
+struct plait_tel {
+	__be32 queue_us;   /* sum of the switches' queueing delays, µs */
+	__be16 max_qdepth; /* deepest queue seen on the way, packets */
+	__u8 hops;         /* switches that stamped this block */
+	__u8 reserved;     /* zero */
+} __attribute__((packed));
+
+#define PLAIT_MAX_PATHS 8
+
+/* Outer headers a sender adds in front of the original IPv4 packet. */
+#define PLAIT_ENCAP_LEN (20 /* IPv4 */ + 8 /* UDP */ + sizeof(struct plait_hdr))
+#define PLAIT_TEL_LEN (sizeof(struct plait_tel))
+
+#endif /* PLAIT_H */
