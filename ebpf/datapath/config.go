@@ -1,0 +1,323 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/plait/plait/wire"
+)
+
+// Mode is the sender's scheduler; values match enum plait_mode in consts.h.
+type Mode uint8
+
+const (
+	ModeRR   Mode = 1
+	ModeWRR  Mode = 2
+	ModeEDPF Mode = 3
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeRR:
+		return "rr"
+	case ModeWRR:
+		return "wrr"
+	case ModeEDPF:
+		return "edpf"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode reads a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range []Mode{ModeRR, ModeWRR, ModeEDPF} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown mode %q: use rr, wrr or edpf", s)
+}
+
+const (
+	// MaxTunnels matches MAX_TUNNELS in consts.h.
+	MaxTunnels = 64
+	// WRRSlots matches WRR_SLOTS in consts.h.
+	WRRSlots = 1024
+)
+
+// Path is one path of a tunnel as the sender needs it.
+type Path struct {
+	Ifindex uint32
+	SrcIP   netip.Addr
+	DstIP   netip.Addr
+	SrcMAC  net.HardwareAddr
+	DstMAC  net.HardwareAddr // next hop
+	Up      bool
+	Weight  float64 // wrr
+	RateBps float64 // edpf: capacity; 0 keeps the path out of edpf
+	DelayNs uint32  // edpf: one-way delay
+}
+
+// Tunnel is a sender configuration.
+type Tunnel struct {
+	Slot      uint32 // < MaxTunnels, assigned by the agent
+	ID        uint16
+	Prefix    netip.Prefix // remote prefix: inner destinations that are striped
+	Port      uint16
+	Mode      Mode
+	Telemetry bool
+	Paths     []Path
+}
+
+func (t *Tunnel) validate() error {
+	if t.Slot >= MaxTunnels {
+		return fmt.Errorf("tunnel slot %d out of range (max %d tunnels)", t.Slot, MaxTunnels)
+	}
+	if len(t.Paths) == 0 || len(t.Paths) > wire.MaxPaths {
+		return fmt.Errorf("tunnel has %d paths, want 1 to %d", len(t.Paths), wire.MaxPaths)
+	}
+	if !t.Prefix.Addr().Is4() {
+		return fmt.Errorf("remote prefix %s is not IPv4", t.Prefix)
+	}
+	if t.Mode < ModeRR || t.Mode > ModeEDPF {
+		return fmt.Errorf("unknown mode %d", t.Mode)
+	}
+	weights := make([]float64, len(t.Paths))
+	for i, p := range t.Paths {
+		weights[i] = p.Weight
+	}
+	if err := CheckWeights(weights, len(t.Paths)); err != nil {
+		return err
+	}
+	for i, p := range t.Paths {
+		if !p.SrcIP.Is4() || !p.DstIP.Is4() {
+			return fmt.Errorf("path %d: addresses %s -> %s are not IPv4", i, p.SrcIP, p.DstIP)
+		}
+		if len(p.SrcMAC) != 6 || len(p.DstMAC) != 6 {
+			return fmt.Errorf("path %d: MAC addresses %q -> %q are not Ethernet", i, p.SrcMAC, p.DstMAC)
+		}
+		if p.Ifindex == 0 {
+			return fmt.Errorf("path %d: no interface", i)
+		}
+	}
+	return nil
+}
+
+// WriteSender installs t as the sender configuration of device ifindex. The datapath
+// switches from the previous configuration to this one between two packets.
+func (d *Datapath) WriteSender(ifindex uint32, t Tunnel) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	cfg, err := t.encode()
+	if err != nil {
+		return err
+	}
+	var dev senderTxDev
+	gen := uint32(1) // a new device starts on copy 0 after the flip below
+	if err := d.snd.SndDevices.Lookup(ifindex, &dev); err == nil {
+		if dev.Slot != t.Slot {
+			return fmt.Errorf("device %d carries tunnel slot %d, not %d", ifindex, dev.Slot, t.Slot)
+		}
+		gen = dev.Gen
+	} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("look up device %d: %w", ifindex, err)
+	}
+	next := (gen + 1) & 1
+	if err := d.snd.SndConfigs.Update(t.Slot*2+next, cfg, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("write tunnel config: %w", err)
+	}
+	if err := d.snd.SndDevices.Update(ifindex, senderTxDev{Slot: t.Slot, Gen: next}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("switch tunnel config: %w", err)
+	}
+	return nil
+}
+
+// RemoveSender stops striping on device ifindex (its packets then pass untouched).
+func (d *Datapath) RemoveSender(ifindex uint32) error {
+	err := d.snd.SndDevices.Delete(ifindex)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("remove device %d: %w", ifindex, err)
+	}
+	return nil
+}
+
+// ResetSender zeroes a slot's sequence numbers, scheduler state and counters, for a tunnel
+// that is new rather than reconfigured.
+func (d *Datapath) ResetSender(slot uint32) error {
+	if err := d.snd.SndStates.Update(slot, senderTxState{}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("reset sender state: %w", err)
+	}
+	zero := make([]senderTxPathStats, ebpf.MustPossibleCPU())
+	for p := uint32(0); p < wire.MaxPaths; p++ {
+		if err := d.snd.SndPaths.Update(slot*wire.MaxPaths+p, zero, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("reset sender counters: %w", err)
+		}
+	}
+	return nil
+}
+
+func (t *Tunnel) encode() (*senderTxCfg, error) {
+	var cfg senderTxCfg
+	pfx := t.Prefix.Masked().Addr().As4()
+	cfg.Prefix = binary.NativeEndian.Uint32(pfx[:])
+	mask := net.CIDRMask(t.Prefix.Bits(), 32)
+	cfg.Mask = binary.NativeEndian.Uint32(mask)
+	cfg.Port = htons(t.Port)
+	cfg.TunnelId = htons(t.ID)
+	cfg.Mode = uint8(t.Mode)
+	cfg.N_paths = uint8(len(t.Paths))
+	if t.Telemetry {
+		cfg.Flags |= 1 // TX_F_TELEMETRY
+	}
+	weights := make([]float64, len(t.Paths))
+	for i, p := range t.Paths {
+		if p.Up {
+			cfg.UpMask |= 1 << i
+			weights[i] = p.Weight
+		}
+		src, dst := p.SrcIP.As4(), p.DstIP.As4()
+		tp := &cfg.Paths[i]
+		tp.Ifindex = p.Ifindex
+		tp.SrcIp = binary.NativeEndian.Uint32(src[:])
+		tp.DstIp = binary.NativeEndian.Uint32(dst[:])
+		tp.CsumBase = ipv4CsumBase(src, dst)
+		copy(tp.SrcMac[:], p.SrcMAC)
+		copy(tp.DstMac[:], p.DstMAC)
+		if p.RateBps > 0 {
+			bt := 8e9 / p.RateBps * 1024
+			if bt > math.MaxUint32 {
+				return nil, fmt.Errorf("path %d: rate %.0f bit/s is below what edpf can represent", i, p.RateBps)
+			}
+			tp.ByteTime = max(1, uint32(bt))
+		}
+		tp.DelayNs = p.DelayNs
+	}
+	if t.Mode == ModeWRR && cfg.UpMask != 0 {
+		if !anyPositive(weights) {
+			// The weighted paths are all down: fail over evenly to the ones that are up.
+			for i, p := range t.Paths {
+				if p.Up {
+					weights[i] = 1
+				}
+			}
+		}
+		slots, err := SmoothWRR(weights, WRRSlots)
+		if err != nil {
+			return nil, err
+		}
+		copy(cfg.Slots[:], slots)
+	}
+	return &cfg, nil
+}
+
+func anyPositive(ws []float64) bool {
+	for _, w := range ws {
+		if w > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ipv4CsumBase is the one's complement sum of the outer IPv4 header the sender writes,
+// with tot_len and checksum zero, summed as the sender loads it (16-bit words in host
+// order), so the program only adds tot_len and folds.
+func ipv4CsumBase(src, dst [4]byte) uint32 {
+	hdr := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0}
+	hdr = append(append(hdr, src[:]...), dst[:]...)
+	var sum uint32
+	for i := 0; i < len(hdr); i += 2 {
+		sum += uint32(binary.NativeEndian.Uint16(hdr[i:]))
+	}
+	return sum
+}
+
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+// SmoothWRR spreads n slots over paths in proportion to weights, interleaved as evenly as
+// possible (smooth weighted round robin over integer shares): a path with weight w gets
+// round(n·w/Σw) slots, largest remainders first, and never two slots in a row unless its
+// share demands it.
+func SmoothWRR(weights []float64, n int) ([]uint8, error) {
+	if err := CheckWeights(weights, len(weights)); err != nil {
+		return nil, err
+	}
+	var total float64
+	for _, w := range weights {
+		total += w
+	}
+	shares := make([]int, len(weights))
+	type rem struct {
+		i int
+		r float64
+	}
+	rems := make([]rem, 0, len(weights))
+	left := n
+	for i, w := range weights {
+		exact := float64(n) * w / total
+		shares[i] = int(exact)
+		left -= shares[i]
+		if w > 0 {
+			rems = append(rems, rem{i, exact - float64(shares[i])})
+		}
+	}
+	for ; left > 0; left-- {
+		best := 0
+		for j := range rems {
+			if rems[j].r > rems[best].r {
+				best = j
+			}
+		}
+		shares[rems[best].i]++
+		rems[best].r = -1
+	}
+	slots := make([]uint8, n)
+	current := make([]int, len(shares))
+	for s := range slots {
+		best := -1
+		for i, sh := range shares {
+			if sh == 0 {
+				continue
+			}
+			current[i] += sh
+			if best < 0 || current[i] > current[best] {
+				best = i
+			}
+		}
+		current[best] -= n
+		slots[s] = uint8(best)
+	}
+	return slots, nil
+}
+
+// CheckWeights rejects weights a split cannot use, naming the problem.
+func CheckWeights(weights []float64, paths int) error {
+	if len(weights) != paths {
+		return fmt.Errorf("%d weights for %d paths: give one weight per path", len(weights), paths)
+	}
+	var total float64
+	for i, w := range weights {
+		switch {
+		case math.IsNaN(w) || math.IsInf(w, 0):
+			return fmt.Errorf("weight %d is %v: weights must be finite numbers", i+1, w)
+		case w < 0:
+			return fmt.Errorf("weight %d is %v: weights must not be negative", i+1, w)
+		}
+		total += w
+	}
+	if total == 0 {
+		return errors.New("all weights are 0: at least one path needs a positive weight")
+	}
+	return nil
+}

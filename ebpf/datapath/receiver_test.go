@@ -1,0 +1,490 @@
+package datapath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/plait/plait/internal/pkt"
+	"github.com/plait/plait/wire"
+)
+
+const rxSlot, rxTunnel = 5, 42
+
+func configureReceiver(t testing.TB, d *Datapath) {
+	t.Helper()
+	if err := d.SetReceivePorts([]uint16{7733}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ResetReceiver(rxSlot); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetReceiver(rxTunnel, rxSlot, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// arrival is one packet of a crafted receive sequence.
+type arrival struct {
+	seq, path, pathSeq uint32
+}
+
+func plaitPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte) []byte {
+	t.Helper()
+	p := testPath(int(a.path))
+	h := wire.Header{Version: 1, Flags: flags, PathID: uint8(a.path), TunnelID: rxTunnel, Seq: a.seq, PathSeq: a.pathSeq, TxNs: txNs}
+	body, err := wire.AppendEncap(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, h, wire.Telemetry{QueueUs: 250, MaxQdepth: 7, Hops: 1}, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkt.Ethernet(p.DstMAC, p.SrcMAC, pkt.EtherTypeIPv4, body)
+}
+
+func receive(t testing.TB, d *Datapath, arrivals []arrival) {
+	t.Helper()
+	for _, a := range arrivals {
+		in := plaitPacket(t, a, 0, uint32(monotonicNs()), innerPacket(a.seq, 100)[14:])
+		if ret, _ := run(t, d.rcv.PlaitReceiver, in); ret != xdpPass {
+			t.Fatalf("seq %d: verdict %d, want pass", a.seq, ret)
+		}
+	}
+}
+
+// rfc4737 computes the reordering metrics of an arrival sequence directly from the RFC's
+// definitions, the slow way, as the reference for the program.
+type rfc4737 struct {
+	reordered, inter, intra, three int
+	extents                         []int
+}
+
+func reference(arrivals []arrival) rfc4737 {
+	var r rfc4737
+	pathMax := map[uint32]int64{}
+	for i, a := range arrivals {
+		inPathOrder := int64(a.pathSeq) > pathMax[a.path]-1 || pathMax[a.path] == 0
+		if inPathOrder {
+			pathMax[a.path] = int64(a.pathSeq) + 1
+		}
+		nextExp := uint32(0)
+		for _, b := range arrivals[:i] {
+			nextExp = max(nextExp, b.seq+1)
+		}
+		if i == 0 || a.seq >= nextExp {
+			continue
+		}
+		r.reordered++
+		if inPathOrder {
+			r.inter++
+		} else {
+			r.intra++
+		}
+		for j, b := range arrivals[:i] {
+			if b.seq > a.seq {
+				r.extents = append(r.extents, i-j)
+				break
+			}
+		}
+		if i >= 3 && arrivals[i-1].seq > a.seq && arrivals[i-2].seq > a.seq && arrivals[i-3].seq > a.seq {
+			r.three++
+		}
+	}
+	return r
+}
+
+func checkReordering(t *testing.T, d *Datapath, arrivals []arrival) RxTunnel {
+	t.Helper()
+	want := reference(arrivals)
+	got, err := d.ReadReceiver(rxSlot, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist [16]uint64
+	for _, e := range want.extents {
+		hist[log2(e)]++
+	}
+	if got.Received != uint64(len(arrivals)) || got.Reordered != uint64(want.reordered) ||
+		got.InterPath != uint64(want.inter) || got.IntraPath != uint64(want.intra) ||
+		got.ThreeReordered != uint64(want.three) || got.ExtentHist != hist || got.UnknownExtent != 0 {
+		t.Fatalf("receiver: received %d reordered %d inter %d intra %d 3-reordered %d extents %v unknown %d\n"+
+			"reference: received %d reordered %d inter %d intra %d 3-reordered %d extents %v",
+			got.Received, got.Reordered, got.InterPath, got.IntraPath, got.ThreeReordered, got.ExtentHist, got.UnknownExtent,
+			len(arrivals), want.reordered, want.inter, want.intra, want.three, hist)
+	}
+	return got
+}
+
+func log2(v int) int {
+	b := 0
+	for v > 1 {
+		v >>= 1
+		b++
+	}
+	return min(b, 15)
+}
+
+// Packets 1-7 on path A and 8-14 on path B, arriving interleaved: B's packets overtake A's
+// because of delay skew, each path is in order, so every gap is inter-path.
+func TestReceiverInterleavedPathsAreInterPath(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	var arrivals []arrival
+	for i := uint32(0); i < 7; i++ {
+		arrivals = append(arrivals, arrival{seq: 1 + i, path: 0, pathSeq: i}, arrival{seq: 8 + i, path: 1, pathSeq: i})
+	}
+	receive(t, d, arrivals)
+	got := checkReordering(t, d, arrivals)
+	if got.Reordered != 6 || got.InterPath != 6 || got.IntraPath != 0 {
+		t.Fatalf("interleaved paths: reordered %d inter %d intra %d, want 6/6/0", got.Reordered, got.InterPath, got.IntraPath)
+	}
+	for p := 0; p < 2; p++ {
+		if got.Paths[p].Lost() != 0 || got.Paths[p].Late != 0 || got.Paths[p].Packets != 7 {
+			t.Errorf("path %d: %+v", p, got.Paths[p])
+		}
+	}
+}
+
+// A packet lost on one path is an intra-path gap: a path_seq hole, not reordering.
+func TestReceiverLossIsIntraPath(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	var arrivals []arrival
+	for i := uint32(0); i < 10; i++ {
+		if i != 4 { // lost on path 0
+			arrivals = append(arrivals, arrival{seq: 2 * i, path: 0, pathSeq: i})
+		}
+		arrivals = append(arrivals, arrival{seq: 2*i + 1, path: 1, pathSeq: i})
+	}
+	receive(t, d, arrivals)
+	got := checkReordering(t, d, arrivals)
+	if got.Paths[0].Lost() != 1 || got.Paths[1].Lost() != 0 || got.Reordered != 0 {
+		t.Fatalf("lost on path 0: path losses %d/%d, reordered %d; want 1/0/0",
+			got.Paths[0].Lost(), got.Paths[1].Lost(), got.Reordered)
+	}
+}
+
+// Reordering within one path (jitter) is intra-path, and a 3-reordered packet is counted.
+func TestReceiverReorderingWithinPath(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	arrivals := []arrival{{0, 0, 0}, {1, 0, 1}, {3, 0, 3}, {4, 0, 4}, {5, 0, 5}, {2, 0, 2}, {6, 0, 6}}
+	receive(t, d, arrivals)
+	got := checkReordering(t, d, arrivals)
+	if got.IntraPath != 1 || got.InterPath != 0 || got.ThreeReordered != 1 || got.Paths[0].Late != 1 {
+		t.Fatalf("jitter within a path: intra %d inter %d 3-reordered %d late %d; want 1/0/1/1",
+			got.IntraPath, got.InterPath, got.ThreeReordered, got.Paths[0].Late)
+	}
+}
+
+// Random arrival orders of striped packets against the reference.
+func TestReceiverReorderingMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 20; trial++ {
+		d := load(t)
+		configureReceiver(t, d)
+		// Stripe 200 packets over 3 paths, then deliver each path in order but interleave
+		// the paths randomly, with an occasional swap inside a path.
+		var perPath [3][]arrival
+		for s := uint32(0); s < 200; s++ {
+			p := rng.Uint32N(3)
+			perPath[p] = append(perPath[p], arrival{seq: s, path: p, pathSeq: uint32(len(perPath[p]))})
+		}
+		for p := range perPath {
+			for i := 1; i < len(perPath[p]); i++ {
+				if rng.IntN(20) == 0 {
+					perPath[p][i-1], perPath[p][i] = perPath[p][i], perPath[p][i-1]
+				}
+			}
+		}
+		var arrivals []arrival
+		for len(perPath[0])+len(perPath[1])+len(perPath[2]) > 0 {
+			p := rng.IntN(3)
+			if len(perPath[p]) == 0 {
+				continue
+			}
+			arrivals = append(arrivals, perPath[p][0])
+			perPath[p] = perPath[p][1:]
+		}
+		receive(t, d, arrivals)
+		checkReordering(t, d, arrivals)
+	}
+}
+
+func TestReceiverDecapsulatesExactly(t *testing.T) {
+	d := load(t)
+	configure(t, d, testTunnel(ModeWRR, 2))
+	configureReceiver(t, d)
+	for _, tel := range []bool{false, true} {
+		tun := testTunnel(ModeWRR, 2)
+		tun.Slot, tun.ID, tun.Telemetry = 3, rxTunnel, tel
+		if err := d.WriteSender(loIfindex, tun); err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{0, 1, 100, 1400} {
+			in := innerPacket(uint32(size), size)
+			if ret, _, _ := sent(t, d, in); ret != tcActRedirect {
+				t.Fatalf("sender verdict %d", ret)
+			}
+			_, encapped, _ := sent(t, d, in)
+			ret, out := run(t, d.rcv.PlaitReceiver, encapped)
+			if ret != xdpPass {
+				t.Fatalf("receiver verdict %d", ret)
+			}
+			want := pkt.Ethernet(encapped[0:6], encapped[6:12], pkt.EtherTypeIPv4, in[14:])
+			if !bytes.Equal(out, want) {
+				t.Fatalf("telemetry=%v size %d: decapsulated packet differs\n got % x\nwant % x", tel, size, out, want)
+			}
+		}
+	}
+}
+
+func TestReceiverMeasuresDelayAndTelemetry(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	for i := uint32(0); i < 10; i++ {
+		// Sent 5 ms ago on path 0, 30 ms ago on path 1, with a telemetry block.
+		now := uint32(monotonicNs())
+		for p, ago := range []uint32{5e6, 30e6} {
+			in := plaitPacket(t, arrival{seq: 2*i + uint32(p), path: uint32(p), pathSeq: i}, wire.FlagTelemetry, now-ago, innerPacket(i, 10)[14:])
+			if ret, _ := run(t, d.rcv.PlaitReceiver, in); ret != xdpPass {
+				t.Fatalf("verdict %d", ret)
+			}
+		}
+	}
+	// A probe is measured and consumed.
+	probe := plaitPacket(t, arrival{path: 1}, wire.FlagProbe, uint32(monotonicNs())-30e6, nil)
+	if ret, _ := run(t, d.rcv.PlaitReceiver, probe); ret != xdpDrop {
+		t.Fatalf("probe verdict %d, want drop", ret)
+	}
+	got, err := d.ReadReceiver(rxSlot, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, ago := range []float64{5e6, 30e6} {
+		pp := got.Paths[p]
+		mean := float64(pp.OwdSumNs) / float64(pp.OwdCnt)
+		if mean < ago || mean > ago+1e6 || !pp.HasMin || float64(pp.OwdMinNs) < ago || pp.OwdEwmaNs < ago || pp.OwdEwmaNs > ago+1e6 {
+			t.Errorf("path %d: mean %.0f min %d ewma %.0f ns, want about %.0f", p, mean, pp.OwdMinNs, pp.OwdEwmaNs, ago)
+		}
+		if pp.TelPackets != 10 || pp.QueueUsSum != 250*pp.TelPackets || pp.QdepthMax != 7 || pp.Hops != 1 {
+			t.Errorf("path %d telemetry: %+v", p, pp)
+		}
+	}
+	if got.Paths[1].Probes != 1 || got.Paths[1].Packets != 10 {
+		t.Errorf("path 1: probes %d packets %d, want 1 and 10", got.Paths[1].Probes, got.Paths[1].Packets)
+	}
+}
+
+// Two packets sent back to back that arrive 1 ms apart are a packet pair: the path
+// delivered 1044 bytes in 1 ms.
+func TestReceiverPacketPairDispersion(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	tx := uint32(monotonicNs())
+	inner := innerPacket(0, 1000-40)[14:]
+	in := plaitPacket(t, arrival{seq: 0, path: 0, pathSeq: 0}, 0, tx, inner)
+	run(t, d.rcv.PlaitReceiver, in)
+	start := monotonicNs()
+	for monotonicNs()-start < 1e6 {
+	}
+	in = plaitPacket(t, arrival{seq: 1, path: 0, pathSeq: 1}, 0, tx+1000, inner)
+	run(t, d.rcv.PlaitReceiver, in)
+	got, _ := d.ReadReceiver(rxSlot, 1)
+	p := got.Paths[0]
+	if p.DispSamples != 1 || p.DispBytes != uint64(len(in)) || p.DispNs < 1e6 || p.DispNs > 3e6 {
+		t.Fatalf("dispersion: %d samples, %d bytes in %d ns; want 1 sample of %d bytes in about 1 ms", p.DispSamples, p.DispBytes, p.DispNs, len(in))
+	}
+}
+
+func TestReceiverPassesOtherTraffic(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	mac1, mac2 := pkt.MAC("02:00:00:00:00:0a"), pkt.MAC("02:00:00:00:00:0b")
+	cases := map[string][]byte{
+		"arp":        pkt.Ethernet(mac1, mac2, pkt.EtherTypeARP, make([]byte, 28)),
+		"tcp":        pkt.TCPPacket(mac1, mac2, a, b, 1, 100),
+		"icmp":       pkt.Ethernet(mac1, mac2, pkt.EtherTypeIPv4, pkt.IPv4(a, b, pkt.ProtoICMP, 1, make([]byte, 64))),
+		"other port": pkt.Ethernet(mac1, mac2, pkt.EtherTypeIPv4, pkt.IPv4(a, b, pkt.ProtoUDP, 1, pkt.UDP(a, b, 7733, 53, make([]byte, 40)))),
+	}
+	for name, in := range cases {
+		ret, out := run(t, d.rcv.PlaitReceiver, in)
+		if ret != xdpPass || !bytes.Equal(out, in) {
+			t.Errorf("%s: verdict %d, changed=%v; want untouched pass", name, ret, !bytes.Equal(out, in))
+		}
+	}
+}
+
+// classify is the receiver's verdict for a frame, from the rules in docs/design.md, written
+// independently of the C program.
+func classify(b []byte, tunnelValid func(uint16) bool) string {
+	be := binary.BigEndian
+	if len(b) < 14 || be.Uint16(b[12:]) != pkt.EtherTypeIPv4 || len(b) < 34 {
+		return "pass_not_ipv4"
+	}
+	ip := b[14:]
+	hl := int(ip[0]&0x0f) * 4
+	if hl < 20 || hl > len(ip) {
+		return "pass_not_ipv4"
+	}
+	if ip[9] != pkt.ProtoUDP {
+		return "pass_not_udp"
+	}
+	if be.Uint16(ip[6:])&0x3fff != 0 {
+		return "pass_fragment"
+	}
+	if hl+8 > len(ip) {
+		return "pass_not_udp"
+	}
+	udp := ip[hl:]
+	if be.Uint16(udp[2:]) != 7733 {
+		return "pass_other_port"
+	}
+	ipLen := int(be.Uint16(ip[2:]))
+	if ipLen > len(ip) || ipLen < hl+8 || int(be.Uint16(udp[4:])) != ipLen-hl {
+		return "drop_bad_length"
+	}
+	ph := udp[8:]
+	if len(ph) < 16 {
+		return "drop_truncated"
+	}
+	if ph[0]>>4 != 1 {
+		return "drop_bad_version"
+	}
+	if ph[1] >= 8 {
+		return "drop_bad_path"
+	}
+	if !tunnelValid(be.Uint16(ph[2:])) {
+		return "drop_unknown_tunnel"
+	}
+	rest := ph[16:]
+	if ph[0]&wire.FlagTelemetry != 0 {
+		if len(rest) < 8 {
+			return "drop_truncated"
+		}
+		rest = rest[8:]
+	}
+	if ph[0]&wire.FlagProbe != 0 {
+		return "probe"
+	}
+	if len(rest) < 20 {
+		return "drop_truncated"
+	}
+	innerLen := int(be.Uint16(rest[2:]))
+	innerOff := len(b) - len(rest)
+	if rest[0]>>4 != 4 || rest[0]&0x0f < 5 || innerLen < int(rest[0]&0x0f)*4 || innerOff+innerLen != 14+ipLen {
+		return "drop_bad_inner"
+	}
+	return "decap"
+}
+
+// At least 100 000 random and mutated frames: every verdict matches the reference, the
+// verdict counters add up exactly, and decapsulated frames are exactly the inner packet.
+func TestReceiverRandomAndMutatedPackets(t *testing.T) {
+	const n = 100000
+	d := load(t)
+	configureReceiver(t, d)
+	if err := d.SetReceiver(7, rxSlot, 0); err != nil {
+		t.Fatal(err)
+	}
+	valid := func(id uint16) bool { return id == rxTunnel || id == 7 }
+	rng := rand.New(rand.NewPCG(7, 7))
+	want := map[string]uint64{}
+	var decapped, probes uint64
+	for i := 0; i < n; i++ {
+		in := randomFrame(t, rng, uint32(i))
+		verdict := classify(in, valid)
+		want[verdict]++
+		ret, out := run(t, d.rcv.PlaitReceiver, in)
+		wantRet := uint32(xdpPass)
+		if verdict == "probe" || verdict[:4] == "drop" {
+			wantRet = xdpDrop
+		}
+		if ret != wantRet {
+			t.Fatalf("frame %d (%s): verdict %d, want %d\n% x", i, verdict, ret, wantRet, in)
+		}
+		switch verdict {
+		case "decap":
+			decapped++
+			inner := in[len(in)-len(out)+14:]
+			if !bytes.Equal(out[14:], inner) || !bytes.Equal(out[:12], in[:12]) {
+				t.Fatalf("frame %d: decapsulated frame is not the inner packet\n% x\n% x", i, in, out)
+			}
+		case "probe":
+			probes++
+		default:
+			if !bytes.Equal(out, in) {
+				t.Fatalf("frame %d (%s) was modified", i, verdict)
+			}
+		}
+	}
+	_, got, err := d.Verdicts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range ReceiverVerdicts {
+		if got[name] != want[name] {
+			t.Errorf("verdict %s: counted %d, reference %d", name, got[name], want[name])
+		}
+	}
+	rx, err := d.ReadReceiver(rxSlot, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkts, prb uint64
+	for _, p := range rx.Paths {
+		pkts += p.Packets
+		prb += p.Probes
+	}
+	if pkts != decapped || prb != probes || rx.Received != decapped {
+		t.Errorf("measurements: %d packets %d probes %d received; verdicts say %d decapsulated, %d probes", pkts, prb, rx.Received, decapped, probes)
+	}
+	t.Logf("%d frames: %v", n, want)
+}
+
+// randomFrame is a valid Plait frame with one or more mutations, or random bytes.
+func randomFrame(t testing.TB, rng *rand.Rand, i uint32) []byte {
+	if rng.IntN(10) == 0 {
+		b := make([]byte, 14+rng.IntN(200))
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		if len(b) > 14 && rng.IntN(2) == 0 {
+			binary.BigEndian.PutUint16(b[12:], pkt.EtherTypeIPv4)
+		}
+		return b
+	}
+	var flags uint8
+	if rng.IntN(4) == 0 {
+		flags |= wire.FlagTelemetry
+	}
+	var inner []byte
+	if rng.IntN(10) == 0 {
+		flags |= wire.FlagProbe
+	} else {
+		inner = innerPacket(i, rng.IntN(300))[14:]
+	}
+	b := plaitPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), inner)
+	for m := rng.IntN(4); m > 0; m-- {
+		switch rng.IntN(5) {
+		case 0: // flip a byte in the headers
+			b[rng.IntN(min(len(b), 14+28+16+8+24))] ^= byte(1 + rng.IntN(255))
+		case 1: // truncate (XDP never sees less than an Ethernet header)
+			b = b[:14+rng.IntN(len(b)-13)]
+		case 2: // extra trailing bytes (Ethernet padding)
+			b = append(b, make([]byte, rng.IntN(20))...)
+		case 3: // another tunnel id
+			if len(b) > 14+28+4 {
+				binary.BigEndian.PutUint16(b[14+28+2:], uint16(rng.IntN(10)))
+			}
+		case 4: // cut inside the Plait headers, with outer lengths that agree
+			if len(b) > 14+28+40 {
+				b = b[:14+28+rng.IntN(40)]
+				binary.BigEndian.PutUint16(b[14+2:], uint16(len(b)-14))
+				binary.BigEndian.PutUint16(b[14+20+4:], uint16(len(b)-14-20))
+			}
+		}
+	}
+	return b
+}

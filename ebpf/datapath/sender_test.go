@@ -1,0 +1,310 @@
+package datapath
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"net/netip"
+	"testing"
+
+	"github.com/plait/plait/internal/pkt"
+	"github.com/plait/plait/wire"
+)
+
+// sent runs one packet through the sender and returns its verdict, path and header.
+func sent(t *testing.T, d *Datapath, in []byte) (uint32, []byte, wire.Header) {
+	t.Helper()
+	ret, out := run(t, d.snd.PlaitSender, in)
+	if ret != tcActRedirect {
+		return ret, out, wire.Header{}
+	}
+	h, err := wire.ParseHeader(out[14+28:])
+	if err != nil {
+		t.Fatalf("sender output has no valid Plait header: %v\n% x", err, out)
+	}
+	return ret, out, h
+}
+
+func TestSenderEncapsulatesByteForByte(t *testing.T) {
+	for _, tel := range []bool{false, true} {
+		d := load(t)
+		tun := testTunnel(ModeWRR, 2)
+		tun.Telemetry = tel
+		configure(t, d, tun)
+		in := innerPacket(1000, 1200)
+
+		before := monotonicNs()
+		ret, out, h := sent(t, d, in)
+		after := monotonicNs()
+		if ret != tcActRedirect {
+			t.Fatalf("telemetry=%v: verdict %d, want redirect", tel, ret)
+		}
+		if h.TxNs-uint32(before) > uint32(after-before) {
+			t.Errorf("tx_ns %d outside the run [%d, %d]", h.TxNs, uint32(before), uint32(after))
+		}
+
+		p := tun.Paths[h.PathID]
+		wh := wire.Header{Version: 1, PathID: h.PathID, TunnelID: 42, Seq: 0, PathSeq: 0, TxNs: h.TxNs}
+		if tel {
+			wh.Flags = wire.FlagTelemetry
+		}
+		body, err := wire.AppendEncap(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, wh, wire.Telemetry{}, in[14:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pkt.Ethernet(p.DstMAC, p.SrcMAC, pkt.EtherTypeIPv4, body)
+		if !bytes.Equal(out, want) {
+			t.Fatalf("telemetry=%v: encapsulated packet differs\n got % x\nwant % x", tel, out, want)
+		}
+	}
+}
+
+func TestSenderNumbersPackets(t *testing.T) {
+	d := load(t)
+	tun := testTunnel(ModeWRR, 3)
+	tun.Paths[0].Weight, tun.Paths[1].Weight, tun.Paths[2].Weight = 1, 2, 3
+	configure(t, d, tun)
+
+	next := make(map[uint8]uint32)
+	for i := uint32(0); i < 600; i++ {
+		_, _, h := sent(t, d, innerPacket(i, 64))
+		if h.Seq != i {
+			t.Fatalf("packet %d: seq %d", i, h.Seq)
+		}
+		if h.PathSeq != next[h.PathID] {
+			t.Fatalf("packet %d on path %d: path_seq %d, want %d", i, h.PathID, h.PathSeq, next[h.PathID])
+		}
+		next[h.PathID]++
+	}
+	c, err := d.ReadSender(tun.Slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Seq != 600 {
+		t.Errorf("sender state seq %d, want 600", c.Seq)
+	}
+	for p := uint8(0); p < 3; p++ {
+		if c.PathSeq[p] != next[p] || c.Packets[p] != uint64(next[p]) {
+			t.Errorf("path %d: state path_seq %d, counter %d, want %d", p, c.PathSeq[p], c.Packets[p], next[p])
+		}
+	}
+}
+
+func TestSenderWRRShares(t *testing.T) {
+	cases := [][]float64{{1, 2, 3}, {5, 2, 7}, {1, 1}, {0.1, 0.9}, {1, 0, 3}, {3, 1, 4, 1, 5, 9, 2, 6}}
+	const n = 10000
+	for _, weights := range cases {
+		d := load(t)
+		tun := testTunnel(ModeWRR, len(weights))
+		var total float64
+		for i, w := range weights {
+			tun.Paths[i].Weight = w
+			total += w
+		}
+		configure(t, d, tun)
+		counts := make([]int, len(weights))
+		for i := 0; i < n; i++ {
+			ret, _, h := sent(t, d, innerPacket(uint32(i), 64))
+			if ret != tcActRedirect {
+				t.Fatalf("verdict %d", ret)
+			}
+			counts[h.PathID]++
+		}
+		for i, w := range weights {
+			share, want := float64(counts[i])/n, w/total
+			if math.Abs(share-want) > 0.01 {
+				t.Errorf("weights %v: path %d got %.4f of packets, want %.4f ±0.01", weights, i, share, want)
+			}
+		}
+	}
+}
+
+// A reweight flips to a fully written table: every packet after it follows the new
+// weights, with no mix of old and new slots.
+func TestSenderWRRReweightIsAtomic(t *testing.T) {
+	d := load(t)
+	tun := testTunnel(ModeWRR, 2)
+	tun.Paths[1].Weight = 0
+	configure(t, d, tun)
+	for i := 0; i < 50; i++ {
+		if _, _, h := sent(t, d, innerPacket(uint32(i), 64)); h.PathID != 0 {
+			t.Fatalf("weights 1:0 sent packet %d on path %d", i, h.PathID)
+		}
+	}
+	tun.Paths[0].Weight, tun.Paths[1].Weight = 0, 1
+	if err := d.WriteSender(loIfindex, tun); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		if _, _, h := sent(t, d, innerPacket(uint32(i), 64)); h.PathID != 1 {
+			t.Fatalf("weights 0:1 sent packet %d on path %d", i, h.PathID)
+		}
+	}
+}
+
+func TestSenderRoundRobin(t *testing.T) {
+	d := load(t)
+	configure(t, d, testTunnel(ModeRR, 3))
+	for i := 0; i < 30; i++ {
+		if _, _, h := sent(t, d, innerPacket(uint32(i), 64)); int(h.PathID) != i%3 {
+			t.Fatalf("packet %d on path %d, want %d", i, h.PathID, i%3)
+		}
+	}
+}
+
+func TestSenderDownPathsGetNothing(t *testing.T) {
+	for _, mode := range []Mode{ModeRR, ModeWRR, ModeEDPF} {
+		d := load(t)
+		tun := testTunnel(mode, 3)
+		for i := range tun.Paths {
+			tun.Paths[i].RateBps = 10e6
+		}
+		tun.Paths[1].Up = false
+		configure(t, d, tun)
+		for i := 0; i < 300; i++ {
+			ret, _, h := sent(t, d, innerPacket(uint32(i), 500))
+			if ret != tcActRedirect || h.PathID == 1 {
+				t.Fatalf("%v: packet %d verdict %d path %d; path 1 is down", mode, i, ret, h.PathID)
+			}
+		}
+		// With every path down, packets are dropped rather than sent anywhere.
+		for i := range tun.Paths {
+			tun.Paths[i].Up = false
+		}
+		if err := d.WriteSender(loIfindex, tun); err != nil {
+			t.Fatal(err)
+		}
+		if ret, _, _ := sent(t, d, innerPacket(0, 64)); ret != tcActShot {
+			t.Fatalf("%v: all paths down: verdict %d, want drop", mode, ret)
+		}
+	}
+}
+
+// The weighted paths being down fails over evenly to the rest.
+func TestSenderWRRFailsOver(t *testing.T) {
+	d := load(t)
+	tun := testTunnel(ModeWRR, 3)
+	tun.Paths[0].Weight, tun.Paths[1].Weight, tun.Paths[2].Weight = 0, 0, 1
+	tun.Paths[2].Up = false
+	configure(t, d, tun)
+	counts := map[uint8]int{}
+	for i := 0; i < 1000; i++ {
+		_, _, h := sent(t, d, innerPacket(uint32(i), 64))
+		counts[h.PathID]++
+	}
+	if counts[2] != 0 || counts[0] < 450 || counts[1] < 450 {
+		t.Fatalf("fail-over shares %v, want paths 0 and 1 evenly", counts)
+	}
+}
+
+// edpf against a hand computation: path A 10 Mbit/s 50 ms, path B 2 Mbit/s 10 ms.
+// A 1000-byte packet (1044 on the wire) takes 835.2 µs on A and 4176 µs on B; B delivers
+// at 14.18 ms, A at 50.84 ms, so B is chosen until its queue pushes arrival past A's:
+// the k-th packet on B arrives at 10 ms + k·4.176 ms, beyond 50.835 ms from k = 10, so
+// packets 1-9 go to B and the 10th to A.
+func TestSenderEDPFMatchesHandComputation(t *testing.T) {
+	d := load(t)
+	tun := testTunnel(ModeEDPF, 2)
+	tun.Paths[0].RateBps, tun.Paths[0].DelayNs = 10e6, 50e6
+	tun.Paths[1].RateBps, tun.Paths[1].DelayNs = 2e6, 10e6
+	configure(t, d, tun)
+
+	in := innerPacket(0, 1000-14-40)
+	wireLen := float64(len(in) + wire.EncapLen)
+	// The hand computation, packet by packet, in a model where all packets are sent at
+	// once (the test sends them within microseconds of each other).
+	busy := []float64{0, 0}
+	rate := []float64{10e6, 2e6}
+	delay := []float64{50e-3, 10e-3}
+	var want []uint8
+	for i := 0; i < 40; i++ {
+		best, bestT := 0, math.Inf(1)
+		for p := range busy {
+			if arr := busy[p] + wireLen*8/rate[p] + delay[p]; arr < bestT {
+				best, bestT = p, arr
+			}
+		}
+		busy[best] += wireLen * 8 / rate[best]
+		want = append(want, uint8(best))
+	}
+	if want[0] != 1 || want[8] != 1 || want[9] != 0 {
+		t.Fatalf("hand computation is off: %v", want)
+	}
+	for i, w := range want {
+		if _, _, h := sent(t, d, in); h.PathID != w {
+			t.Fatalf("packet %d on path %d, hand computation says %d (sequence %v)", i, h.PathID, w, want)
+		}
+	}
+}
+
+func TestSenderPassesOtherTraffic(t *testing.T) {
+	d := load(t)
+	configure(t, d, testTunnel(ModeWRR, 2))
+	other := netip.MustParseAddr("192.168.1.1")
+	arp := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeARP, make([]byte, 28))
+	ipv6 := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeIPv6, make([]byte, 60))
+	outside := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeIPv4, pkt.IPv4(innerSrc, other, pkt.ProtoUDP, 1, pkt.UDP(innerSrc, other, 1, 2, []byte("hello"))))
+	for name, in := range map[string][]byte{"arp": arp, "ipv6": ipv6, "outside prefix": outside} {
+		ret, out := run(t, d.snd.PlaitSender, in)
+		if ret != tcActOK || !bytes.Equal(out, in) {
+			t.Errorf("%s: verdict %d, changed=%v; want untouched pass", name, ret, !bytes.Equal(out, in))
+		}
+	}
+	snd, _, err := d.Verdicts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snd["pass_not_ipv4"] != 2 || snd["pass_not_tunnel"] != 1 || snd["redirect"] != 0 {
+		t.Errorf("sender verdicts %v", snd)
+	}
+}
+
+func TestSenderRejectsBadConfig(t *testing.T) {
+	d := load(t)
+	good := testTunnel(ModeWRR, 2)
+	configure(t, d, good)
+	bad := map[string]func(*Tunnel){
+		"no paths":     func(t *Tunnel) { t.Paths = nil },
+		"nine paths":   func(t *Tunnel) { t.Paths = append(t.Paths, make([]Path, 7)...) },
+		"all zero":     func(t *Tunnel) { t.Paths[0].Weight, t.Paths[1].Weight = 0, 0 },
+		"negative":     func(t *Tunnel) { t.Paths[0].Weight = -1 },
+		"NaN":          func(t *Tunnel) { t.Paths[1].Weight = math.NaN() },
+		"slot":         func(t *Tunnel) { t.Slot = MaxTunnels },
+		"ipv6 prefix":  func(t *Tunnel) { t.Prefix = netip.MustParsePrefix("fd00::/64") },
+		"no interface": func(t *Tunnel) { t.Paths[0].Ifindex = 0 },
+	}
+	for name, mutate := range bad {
+		tun := testTunnel(ModeWRR, 2)
+		mutate(&tun)
+		if err := d.WriteSender(loIfindex, tun); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// Nothing was half-applied: the good configuration still runs, both paths in use.
+	seen := map[uint8]bool{}
+	for i := 0; i < 10; i++ {
+		ret, out, h := sent(t, d, innerPacket(uint32(i), 64))
+		if ret != tcActRedirect || binary.BigEndian.Uint16(out[12:]) != pkt.EtherTypeIPv4 {
+			t.Fatalf("after rejected configs: verdict %d", ret)
+		}
+		seen[h.PathID] = true
+	}
+	if len(seen) != 2 {
+		t.Fatalf("after rejected configs the split changed: paths %v", seen)
+	}
+}
+
+func TestSmoothWRRInterleaves(t *testing.T) {
+	slots, err := SmoothWRR([]float64{1, 1, 2}, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Smooth WRR never puts the heavy path twice in a row when it has half the share.
+	want := []uint8{2, 0, 1, 2, 2, 0, 1, 2}
+	if !bytes.Equal(slots, want) {
+		t.Fatalf("SmoothWRR(1,1,2) = %v, want %v", slots, want)
+	}
+	if _, err := SmoothWRR([]float64{0, 0}, 8); err == nil {
+		t.Fatal("all-zero weights accepted")
+	}
+}

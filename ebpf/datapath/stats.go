@@ -1,0 +1,265 @@
+package datapath
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/plait/plait/wire"
+)
+
+// SenderVerdicts and ReceiverVerdicts name the entries of the verdict maps, in the order
+// of enum sender_stat and enum receiver_stat (consts.h).
+var (
+	SenderVerdicts = []string{
+		"pass_not_ipv4", "pass_no_tunnel", "pass_not_tunnel", "redirect",
+		"drop_malformed", "drop_no_path", "drop_adjust",
+	}
+	ReceiverVerdicts = []string{
+		"pass_not_ipv4", "pass_not_udp", "pass_other_port", "pass_fragment",
+		"decap", "probe", "drop_truncated", "drop_bad_version", "drop_unknown_tunnel",
+		"drop_bad_path", "drop_bad_inner", "drop_bad_length", "drop_adjust",
+	}
+)
+
+// Verdicts returns both programs' verdict counters, summed over CPUs.
+func (d *Datapath) Verdicts() (sender, receiver map[string]uint64, err error) {
+	sender, err = sumVerdicts(d.snd.SndVerdicts, SenderVerdicts)
+	if err != nil {
+		return nil, nil, err
+	}
+	receiver, err = sumVerdicts(d.rcv.RcvVerdicts, ReceiverVerdicts)
+	return sender, receiver, err
+}
+
+func sumVerdicts(m *ebpf.Map, names []string) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(names))
+	var per []uint64
+	for i, name := range names {
+		if err := m.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("read verdict %s: %w", name, err)
+		}
+		var n uint64
+		for _, v := range per {
+			n += v
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+// SenderCounters is what the sender did for one tunnel slot.
+type SenderCounters struct {
+	Seq     uint32 // next tunnel seq
+	PathSeq [wire.MaxPaths]uint32
+	Packets [wire.MaxPaths]uint64
+	Bytes   [wire.MaxPaths]uint64 // on the wire, encapsulation included
+}
+
+// ReadSender reads a tunnel slot's sender counters.
+func (d *Datapath) ReadSender(slot uint32) (SenderCounters, error) {
+	var c SenderCounters
+	var st senderTxState
+	if err := d.snd.SndStates.Lookup(slot, &st); err != nil {
+		return c, fmt.Errorf("read sender state: %w", err)
+	}
+	c.Seq, c.PathSeq = st.Seq, st.PathSeq
+	var per []senderTxPathStats
+	for p := uint32(0); p < wire.MaxPaths; p++ {
+		if err := d.snd.SndPaths.Lookup(slot*wire.MaxPaths+p, &per); err != nil {
+			return c, fmt.Errorf("read sender path counters: %w", err)
+		}
+		for _, v := range per {
+			c.Packets[p] += v.Packets
+			c.Bytes[p] += v.Bytes
+		}
+	}
+	return c, nil
+}
+
+// SetReceivePorts sets the UDP ports the receiver treats as Plait (at most 4).
+func (d *Datapath) SetReceivePorts(ports []uint16) error {
+	var v receiverRxPorts
+	if len(ports) > len(v.Port) {
+		return fmt.Errorf("%d receive ports, the receiver takes at most %d: use fewer distinct ports", len(ports), len(v.Port))
+	}
+	for i, p := range ports {
+		v.Port[i] = htons(p)
+	}
+	if err := d.rcv.RcvPorts.Update(uint32(0), v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("write receive ports: %w", err)
+	}
+	return nil
+}
+
+// SetReceiver makes the receiver accept tunnel id and count it in slot. biasNs is
+// subtracted from receive-minus-send times before they are read as signed 32-bit values.
+func (d *Datapath) SetReceiver(id uint16, slot uint32, biasNs int32) error {
+	var t receiverRxTunnel
+	if err := d.rcv.RcvTunnels.Lookup(uint32(id), &t); err != nil {
+		return fmt.Errorf("read receiver tunnel %d: %w", id, err)
+	}
+	t.Slot, t.Valid, t.BiasNs = slot, 1, biasNs
+	if t.Epoch == 0 {
+		// Epoch 0 would look like the zeroed per-CPU slots that were never written.
+		t.Epoch = 1
+	}
+	if err := d.rcv.RcvTunnels.Update(uint32(id), t, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("write receiver tunnel %d: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveReceiver makes the receiver drop tunnel id's packets as unknown.
+func (d *Datapath) RemoveReceiver(id uint16) error {
+	if err := d.rcv.RcvTunnels.Update(uint32(id), receiverRxTunnel{}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("remove receiver tunnel %d: %w", id, err)
+	}
+	return nil
+}
+
+// ResetReceiver zeroes a slot's sequence tracking and counters.
+func (d *Datapath) ResetReceiver(slot uint32) error {
+	if err := d.rcv.RcvSeq.Update(slot, receiverRxShared{}, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("reset receiver state: %w", err)
+	}
+	zero := make([]receiverRxStats, ebpf.MustPossibleCPU())
+	if err := d.rcv.RcvCounters.Update(slot, zero, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("reset receiver counters: %w", err)
+	}
+	return nil
+}
+
+// NextEpoch ends tunnel id's current measurement interval and returns its number; the
+// interval minima and maxima of that epoch can then be read with ReadReceiver.
+func (d *Datapath) NextEpoch(id uint16) (uint32, error) {
+	var t receiverRxTunnel
+	if err := d.rcv.RcvTunnels.Lookup(uint32(id), &t); err != nil {
+		return 0, fmt.Errorf("read receiver tunnel %d: %w", id, err)
+	}
+	if t.Valid == 0 {
+		return 0, fmt.Errorf("tunnel %d is not configured on the receiver", id)
+	}
+	closed := t.Epoch
+	t.Epoch++
+	if err := d.rcv.RcvTunnels.Update(uint32(id), t, ebpf.UpdateAny); err != nil {
+		return 0, fmt.Errorf("write receiver tunnel %d: %w", id, err)
+	}
+	return closed, nil
+}
+
+// RxPath is what the receiver measured on one path, summed over CPUs.
+type RxPath struct {
+	Packets, Bytes, Probes, Late, Dups uint64
+	OwdSumNs                           int64
+	OwdCnt                             uint64
+	OwdMinNs                           int32 // minimum of the epoch asked for
+	HasMin                             bool
+	OwdEwmaNs                          float64 // packet-weighted mean of the CPUs' EWMAs
+	JitterNs                           float64
+	DispBytes, DispNs, DispSamples     uint64
+	TelPackets, QueueUsSum             uint64
+	QdepthMax                          uint32 // maximum of the epoch asked for
+	Hops                               uint32
+	LastRxNs                           uint64 // monotonic ns of the latest arrival
+	Started                            bool
+	FirstPathSeq, MaxPathSeq           uint32
+	Resyncs                            uint32
+}
+
+// Lost is how many path sequence numbers have not arrived, as far as the receiver can tell.
+func (p RxPath) Lost() uint64 {
+	if !p.Started {
+		return 0
+	}
+	expected := uint64(p.MaxPathSeq-p.FirstPathSeq) + 1
+	got := p.Packets - p.Dups
+	if got >= expected {
+		return 0
+	}
+	return expected - got
+}
+
+// RxTunnel is what the receiver measured on one tunnel slot.
+type RxTunnel struct {
+	Received, Reordered, InterPath, IntraPath uint64
+	ThreeReordered, UnknownExtent, Dups       uint64
+	LateNsSum                                 uint64
+	LateNsMax                                 uint64 // maximum of the epoch asked for
+	ExtentHist                                [16]uint64
+	MaxSeq, Arrivals, Resyncs                 uint32
+	Paths                                     [wire.MaxPaths]RxPath
+}
+
+// ReadReceiver reads a slot's measurements; interval extremes are those of epoch.
+func (d *Datapath) ReadReceiver(slot, epoch uint32) (RxTunnel, error) {
+	var out RxTunnel
+	var sh receiverRxShared
+	if err := d.rcv.RcvSeq.Lookup(slot, &sh); err != nil {
+		return out, fmt.Errorf("read receiver state: %w", err)
+	}
+	out.MaxSeq, out.Arrivals, out.Resyncs = sh.MaxSeq, sh.Arrivals, sh.Resyncs
+	var per []receiverRxStats
+	if err := d.rcv.RcvCounters.Lookup(slot, &per); err != nil {
+		return out, fmt.Errorf("read receiver counters: %w", err)
+	}
+	k := epoch & 1
+	for _, cpu := range per {
+		t := &cpu.Tunnel
+		out.Received += t.Received
+		out.Reordered += t.Reordered
+		out.InterPath += t.InterPath
+		out.IntraPath += t.IntraPath
+		out.ThreeReordered += t.ThreeReordered
+		out.UnknownExtent += t.UnknownExtent
+		out.Dups += t.Dups
+		out.LateNsSum += t.LateNsSum
+		if t.LateEpoch[k] == epoch {
+			out.LateNsMax = max(out.LateNsMax, t.LateNsMax[k])
+		}
+		for i, v := range t.ExtentHist {
+			out.ExtentHist[i] += v
+		}
+	}
+	for p := range out.Paths {
+		o := &out.Paths[p]
+		s := sh.Paths[p]
+		o.Started, o.FirstPathSeq, o.MaxPathSeq, o.Resyncs = s.Started != 0, s.FirstPs, s.MaxPs, s.Resyncs
+		var ewmaW, jitW float64
+		for _, cpu := range per {
+			c := &cpu.Paths[p]
+			o.Packets += c.Packets
+			o.Bytes += c.Bytes
+			o.Probes += c.Probes
+			o.Late += c.Late
+			o.Dups += c.Dups
+			o.OwdSumNs += c.OwdSumNs
+			o.OwdCnt += c.OwdCnt
+			if c.MinEpoch[k] == epoch && c.OwdCnt > 0 && (!o.HasMin || c.OwdMinNs[k] < o.OwdMinNs) {
+				o.OwdMinNs, o.HasMin = c.OwdMinNs[k], true
+			}
+			if c.OwdCnt > 0 {
+				w := float64(c.OwdCnt)
+				ewmaW += w
+				o.OwdEwmaNs += w * float64(c.OwdEwmaNs)
+				jitW += w
+				o.JitterNs += w * float64(c.JitterNs)
+			}
+			o.DispBytes += c.DispBytes
+			o.DispNs += c.DispNs
+			o.DispSamples += c.DispSamples
+			o.TelPackets += c.TelPackets
+			o.QueueUsSum += c.QueueUsSum
+			if c.QdepthEpoch[k] == epoch {
+				o.QdepthMax = max(o.QdepthMax, c.QdepthMax[k])
+			}
+			o.Hops = max(o.Hops, c.Hops)
+			o.LastRxNs = max(o.LastRxNs, c.LastRxNs)
+		}
+		if ewmaW > 0 {
+			o.OwdEwmaNs /= ewmaW
+			o.JitterNs /= jitW
+		}
+	}
+	return out, nil
+}

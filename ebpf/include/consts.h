@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Limits, scheduler modes and the verdict/drop-reason indices of the stats maps. */
+#ifndef PLAIT_CONSTS_H
+#define PLAIT_CONSTS_H
+
+/* Tunnels one host can hold; the agent assigns each tunnel a slot below this. */
+#ifndef MAX_TUNNELS
+#define MAX_TUNNELS 64
+#endif
+
+/* Entries of a wrr slot table; a power of two so a counter can index it with a mask. */
+#define WRR_SLOTS 1024
+
+/* Missing seqs remembered for measuring reordering extent; a power of two. */
+#ifndef GAP_RING
+#define GAP_RING 256
+#endif
+
+/* A sequence number this far behind the highest one means the sender restarted. */
+#define RESYNC_DISTANCE (1 << 24)
+
+/* Extent histogram buckets: [2^i, 2^(i+1)), the last one open-ended. */
+#define EXTENT_BUCKETS 16
+
+enum plait_mode {
+	MODE_RR = 1,
+	MODE_WRR = 2,
+	MODE_EDPF = 3,
+};
+
+/* tx_cfg.flags */
+#define TX_F_TELEMETRY 0x1
+
+/* Sender verdicts and drop reasons; names in ebpf/datapath/stats.go must match. */
+enum sender_stat {
+	SND_PASS_NOT_IPV4,   /* not IPv4 (ARP, IPv6 ...): not ours to touch */
+	SND_PASS_NO_TUNNEL,  /* no tunnel on this device */
+	SND_PASS_NOT_TUNNEL, /* destination outside the tunnel's remote prefix */
+	SND_REDIRECT,        /* encapsulated and sent on a path */
+	SND_DROP_MALFORMED,  /* IPv4 header shorter than its IHL says */
+	SND_DROP_NO_PATH,    /* every path is down */
+	SND_DROP_ADJUST,     /* no room to encapsulate */
+	SND_STAT_MAX,
+};
+
+enum receiver_stat {
+	RCV_PASS_NOT_IPV4,
+	RCV_PASS_NOT_UDP,
+	RCV_PASS_OTHER_PORT,
+	RCV_PASS_FRAGMENT,      /* outer fragment: the stack reassembles, we cannot parse */
+	RCV_DECAP,              /* measured, untagged and passed to the stack */
+	RCV_PROBE,              /* probe measured and consumed */
+	RCV_DROP_TRUNCATED,     /* shorter than the headers it announces */
+	RCV_DROP_BAD_VERSION,
+	RCV_DROP_UNKNOWN_TUNNEL,
+	RCV_DROP_BAD_PATH,      /* path_id >= PLAIT_MAX_PATHS */
+	RCV_DROP_BAD_INNER,     /* inner packet is not a well-formed IPv4 packet */
+	RCV_DROP_BAD_LENGTH,    /* outer IPv4/UDP lengths disagree with the frame */
+	RCV_DROP_ADJUST,        /* bpf_xdp_adjust_head failed */
+	RCV_STAT_MAX,
+};
+
+#endif /* PLAIT_CONSTS_H */

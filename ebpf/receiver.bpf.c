@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//go:build ignore
+
+/* Plait receiver, XDP on each path interface: measures every Plait packet (per-path delay,
+ * loss, packet-pair dispersion; per-tunnel reordering after RFC 4737), strips the tag and
+ * passes the original packet to the stack. Other traffic passes untouched. */
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "consts.h"
+#include "structs.h"
+#include "parsing.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Receive ports in network byte order; unused entries are zero. */
+#define RX_PORTS 4
+struct rx_ports {
+	__be16 port[RX_PORTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rx_ports);
+} rcv_ports SEC(".maps");
+
+/* tunnel_id -> slot, delay bias and measurement epoch. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct rx_tunnel);
+} rcv_tunnels SEC(".maps");
+
+/* slot -> sequence tracking shared by all CPUs (atomics only). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct rx_shared);
+} rcv_seq SEC(".maps");
+
+/* slot -> per-CPU counters of the tunnel and its paths. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct rx_stats);
+} rcv_counters SEC(".maps");
+
+/* enum receiver_stat -> packets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RCV_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} rcv_verdicts SEC(".maps");
+
+static __always_inline int verdict(__u32 reason, int action)
+{
+	__u64 *n = bpf_map_lookup_elem(&rcv_verdicts, &reason);
+	if (n)
+		*n += 1;
+	return action;
+}
+
+static __always_inline int is_plait_port(__be16 port)
+{
+	__u32 zero = 0;
+	struct rx_ports *p = bpf_map_lookup_elem(&rcv_ports, &zero);
+	if (!p || !port)
+		return 0;
+	return p->port[0] == port || p->port[1] == port || p->port[2] == port ||
+	       p->port[3] == port;
+}
+
+static __always_inline __u32 log2_bucket(__u32 v)
+{
+	__u32 b = 0;
+	if (v >= 1 << 8) { b += 8; v >>= 8; }
+	if (v >= 1 << 4) { b += 4; v >>= 4; }
+	if (v >= 1 << 2) { b += 2; v >>= 2; }
+	if (v >= 1 << 1) { b += 1; }
+	return b < EXTENT_BUCKETS ? b : EXTENT_BUCKETS - 1;
+}
+
+/* Raises *max to v if v is ahead of it; returns the signed distance of v from the value it
+ * found (> 0: v advanced the maximum). Retries a few times when another CPU wins. */
+static __always_inline __s32 advance_max(__u32 *max, __u32 v, __u32 *was)
+{
+	__s32 d = 0;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u32 m = *(volatile __u32 *)max;
+		*was = m;
+		d = seq_diff(v, m);
+		if (d <= 0 || d >= RESYNC_DISTANCE)
+			return d;
+		if (__sync_val_compare_and_swap(max, m, v) == m)
+			return d;
+	}
+	return d;
+}
+
+/* Per-path sequence: in order, late (intra-path reordering) or duplicate. Returns 1 when
+ * the packet was in order on its path. */
+static __always_inline int track_path(struct rx_path_shared *ps, struct rx_path_stats *st,
+				      __u32 path_seq)
+{
+	if (!ps->started && __sync_val_compare_and_swap(&ps->started, 0, 1) == 0) {
+		ps->first_ps = path_seq;
+		ps->max_ps = path_seq;
+		return 1;
+	}
+	__u32 was;
+	__s32 d = advance_max(&ps->max_ps, path_seq, &was);
+	if (d >= RESYNC_DISTANCE || d <= -RESYNC_DISTANCE) {
+		/* The sender started over: measure from here. */
+		ps->first_ps = path_seq;
+		ps->max_ps = path_seq;
+		__sync_fetch_and_add(&ps->resyncs, 1);
+		return 1;
+	}
+	if (d > 0)
+		return 1;
+	if (d == 0)
+		st->dups++;
+	else
+		st->late++;
+	return 0;
+}
+
+/* Tunnel sequence, RFC 4737: a packet below the highest seq received is reordered; its
+ * extent is the number of arrivals since the first packet above it. */
+static __always_inline void track_seq(struct rx_shared *sh, struct rx_tunnel_stats *st,
+				      __u32 seq, int in_path_order, __u64 now, __u32 epoch)
+{
+	__u32 arrival = __sync_fetch_and_add(&sh->arrivals, 1);
+	st->received++;
+
+	__u32 was;
+	__s32 d;
+	if (!sh->started && __sync_val_compare_and_swap(&sh->started, 0, 1) == 0) {
+		/* A tunnel's sequence starts at 0: whatever arrived first overtook 0..seq-1. */
+		sh->max_seq = seq;
+		d = seq < GAP_RING ? seq + 1 : GAP_RING + 1;
+	} else {
+		d = advance_max(&sh->max_seq, seq, &was);
+	}
+	if (d >= RESYNC_DISTANCE || d <= -RESYNC_DISTANCE) {
+		sh->max_seq = seq;
+		__sync_fetch_and_add(&sh->resyncs, 1);
+	} else if (d > 1) {
+		/* Remember where each skipped seq should have arrived. */
+		__u32 skipped = d - 1 < GAP_RING ? d - 1 : GAP_RING;
+		for (__u32 k = 0; k < GAP_RING; k++) {
+			if (k >= skipped)
+				break;
+			__u32 q = seq - skipped + k;
+			struct gap_slot *g = &sh->gaps[q & (GAP_RING - 1)];
+			g->seq = q;
+			g->arrival = arrival;
+			g->ts = now;
+		}
+	} else if (d == 0) {
+		st->dups++;
+	} else if (d < 0) {
+		st->reordered++;
+		if (in_path_order)
+			st->inter_path++;
+		else
+			st->intra_path++;
+		struct gap_slot *g = &sh->gaps[seq & (GAP_RING - 1)];
+		if (g->seq == seq) {
+			__u32 extent = arrival - g->arrival;
+			__u64 late = now - g->ts;
+			g->seq = seq + GAP_RING; /* consumed: a second copy is not reordered again */
+			st->extent_hist[log2_bucket(extent)]++;
+			st->late_ns_sum += late;
+			__u32 k = epoch & 1;
+			if (st->late_epoch[k] != epoch) {
+				st->late_epoch[k] = epoch;
+				st->late_ns_max[k] = late;
+			} else if (late > st->late_ns_max[k]) {
+				st->late_ns_max[k] = late;
+			}
+		} else {
+			st->unknown_extent++;
+		}
+		if (seq_diff(sh->recent[(arrival - 1) & 3], seq) > 0 &&
+		    seq_diff(sh->recent[(arrival - 2) & 3], seq) > 0 &&
+		    seq_diff(sh->recent[(arrival - 3) & 3], seq) > 0)
+			st->three_reordered++;
+	}
+	sh->recent[arrival & 3] = seq;
+}
+
+static __always_inline void measure_delay(struct rx_path_stats *st, const struct rx_tunnel *t,
+					  __u32 tx_ns, __u64 now)
+{
+	__s64 owd = (__s32)((__u32)now - tx_ns - (__u32)t->bias_ns);
+	st->owd_sum_ns += owd;
+	st->owd_cnt++;
+	__u32 k = t->epoch & 1;
+	if (st->min_epoch[k] != t->epoch) {
+		st->min_epoch[k] = t->epoch;
+		st->owd_min_ns[k] = owd;
+	} else if (owd < st->owd_min_ns[k]) {
+		st->owd_min_ns[k] = owd;
+	}
+	if (st->owd_cnt == 1) {
+		st->owd_ewma_ns = owd;
+	} else {
+		__s64 dev = owd - st->last_owd_ns;
+		if (dev < 0)
+			dev = -dev;
+		st->jitter_ns += ((__s64)dev - (__s64)st->jitter_ns) >> 4;
+		st->owd_ewma_ns += (owd - st->owd_ewma_ns) >> 4;
+	}
+	st->last_owd_ns = owd;
+	st->last_rx_ns = now;
+}
+
+/* Packet pairs: two consecutive packets of a path sent much closer together than they
+ * arrived were spaced by the path's bottleneck, so bytes / gap estimates its capacity. */
+static __always_inline void measure_dispersion(struct rx_path_shared *ps, struct rx_path_stats *st,
+					       __u32 path_seq, __u32 tx_ns, __u64 now, __u32 len)
+{
+	if (path_seq == ps->last_ps + 1 && ps->last_rx_ns) {
+		__u64 rx_gap = now - ps->last_rx_ns;
+		__u32 tx_gap = tx_ns - ps->last_tx_ns;
+		if ((__u64)tx_gap * 8 < rx_gap && rx_gap < 1000000000ULL) {
+			st->disp_bytes += len;
+			st->disp_ns += rx_gap;
+			st->disp_samples++;
+		}
+	}
+	ps->last_ps = path_seq;
+	ps->last_rx_ns = now;
+	ps->last_tx_ns = tx_ns;
+}
+
+static __always_inline void measure_telemetry(struct rx_path_stats *st, const struct plait_tel *tel,
+					      __u32 epoch)
+{
+	st->tel_packets++;
+	st->queue_us_sum += bpf_ntohl(tel->queue_us);
+	st->hops = tel->hops;
+	__u32 q = bpf_ntohs(tel->max_qdepth);
+	__u32 k = epoch & 1;
+	if (st->qdepth_epoch[k] != epoch) {
+		st->qdepth_epoch[k] = epoch;
+		st->qdepth_max[k] = q;
+	} else if (q > st->qdepth_max[k]) {
+		st->qdepth_max[k] = q;
+	}
+}
+
+static __always_inline int receive(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct hdr_cursor c = { .pos = data };
+
+	struct ethhdr *eth = parse_eth(&c, end);
+	if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
+		return verdict(RCV_PASS_NOT_IPV4, XDP_PASS);
+	struct iphdr *ip = parse_ipv4(&c, end);
+	if (!ip)
+		return verdict(RCV_PASS_NOT_IPV4, XDP_PASS);
+	if (ip->protocol != IPPROTO_UDP)
+		return verdict(RCV_PASS_NOT_UDP, XDP_PASS);
+	if (ip->frag_off & bpf_htons(0x3fff))
+		return verdict(RCV_PASS_FRAGMENT, XDP_PASS);
+	struct udphdr *udp = parse_udp(&c, end);
+	if (!udp)
+		return verdict(RCV_PASS_NOT_UDP, XDP_PASS);
+	if (!is_plait_port(udp->dest))
+		return verdict(RCV_PASS_OTHER_PORT, XDP_PASS);
+
+	/* From here on the packet claims to be ours: anything wrong with it is a drop. */
+	__u32 ip_len = bpf_ntohs(ip->tot_len);
+	__u32 hl = ip->ihl * 4;
+	if (ip_len > end - (void *)ip || ip_len < hl + sizeof(*udp) ||
+	    bpf_ntohs(udp->len) != ip_len - hl)
+		return verdict(RCV_DROP_BAD_LENGTH, XDP_DROP);
+
+	struct plait_hdr *ph = c.pos;
+	if ((void *)(ph + 1) > end)
+		return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
+	if (ph->ver_flags >> 4 != PLAIT_VERSION)
+		return verdict(RCV_DROP_BAD_VERSION, XDP_DROP);
+	if (ph->path_id >= PLAIT_MAX_PATHS)
+		return verdict(RCV_DROP_BAD_PATH, XDP_DROP);
+	__u32 tid = bpf_ntohs(ph->tunnel_id);
+	struct rx_tunnel *t = bpf_map_lookup_elem(&rcv_tunnels, &tid);
+	if (!t || !t->valid)
+		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
+
+	__u32 flags = ph->ver_flags & 0x0f;
+	struct plait_tel *tel = NULL;
+	void *inner_start = ph + 1;
+	if (flags & PLAIT_F_TELEMETRY) {
+		tel = inner_start;
+		if ((void *)(tel + 1) > end)
+			return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
+		inner_start = tel + 1;
+	}
+	struct iphdr *inner = inner_start;
+	if (!(flags & PLAIT_F_PROBE)) {
+		if ((void *)(inner + 1) > end)
+			return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
+		__u32 inner_len = bpf_ntohs(inner->tot_len);
+		if (inner->version != 4 || inner->ihl < 5 || inner_len < inner->ihl * 4 ||
+		    (void *)inner + inner_len != (void *)ip + ip_len)
+			return verdict(RCV_DROP_BAD_INNER, XDP_DROP);
+	}
+
+	__u32 slot = t->slot;
+	struct rx_shared *sh = bpf_map_lookup_elem(&rcv_seq, &slot);
+	struct rx_stats *rs = bpf_map_lookup_elem(&rcv_counters, &slot);
+	if (!sh || !rs)
+		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
+
+	__u32 p = ph->path_id & (PLAIT_MAX_PATHS - 1);
+	struct rx_path_stats *pst = &rs->paths[p];
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tx_ns = bpf_ntohl(ph->tx_ns);
+	measure_delay(pst, t, tx_ns, now);
+	if (tel)
+		measure_telemetry(pst, tel, t->epoch);
+	if (flags & PLAIT_F_PROBE) {
+		pst->probes++;
+		return verdict(RCV_PROBE, XDP_DROP);
+	}
+
+	__u32 frame_len = (void *)ip + ip_len - data;
+	pst->packets++;
+	pst->bytes += frame_len;
+	__u32 path_seq = bpf_ntohl(ph->path_seq);
+	struct rx_path_shared *ps = &sh->paths[p];
+	measure_dispersion(ps, pst, path_seq, tx_ns, now, frame_len);
+	int in_order = track_path(ps, pst, path_seq);
+	track_seq(sh, &rs->tunnel, bpf_ntohl(ph->seq), in_order, now, t->epoch);
+
+	/* Move the Ethernet header forward over the outer headers. */
+	struct ethhdr outer = *eth;
+	if (bpf_xdp_adjust_head(ctx, inner_start - data - sizeof(struct ethhdr)))
+		return verdict(RCV_DROP_ADJUST, XDP_DROP);
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > end)
+		return verdict(RCV_DROP_ADJUST, XDP_DROP);
+	__builtin_memcpy(eth, &outer, sizeof(outer));
+	return verdict(RCV_DECAP, XDP_PASS);
+}
+
+SEC("xdp")
+int plait_receiver(struct xdp_md *ctx)
+{
+	return receive(ctx);
+}

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//go:build ignore
+
+/* Plait sender, TC egress on a tunnel device: tags each tunnel packet and sprays it onto
+ * one of the tunnel's paths. Everything that is not tunnel traffic passes untouched. */
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "consts.h"
+#include "structs.h"
+#include "parsing.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Device ifindex -> tunnel slot and live config copy. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct tx_dev);
+} snd_devices SEC(".maps");
+
+/* slot * 2 + gen -> configuration (double-buffered). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TUNNELS * 2);
+	__type(key, __u32);
+	__type(value, struct tx_cfg);
+} snd_configs SEC(".maps");
+
+/* slot -> sequence numbers, scheduler position and edpf virtual queues. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct tx_state);
+} snd_states SEC(".maps");
+
+/* slot * PLAIT_MAX_PATHS + path -> what was sent on the path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_TUNNELS * PLAIT_MAX_PATHS);
+	__type(key, __u32);
+	__type(value, struct tx_path_stats);
+} snd_paths SEC(".maps");
+
+/* enum sender_stat -> packets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SND_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} snd_verdicts SEC(".maps");
+
+static __always_inline int verdict(__u32 reason, int action)
+{
+	__u64 *n = bpf_map_lookup_elem(&snd_verdicts, &reason);
+	if (n)
+		*n += 1;
+	return action;
+}
+
+/* Next path that is up at or after p, in round-robin order; -1 if none is. */
+static __always_inline int next_up(const struct tx_cfg *cfg, __u32 p)
+{
+#pragma unroll
+	for (int i = 0; i < PLAIT_MAX_PATHS; i++) {
+		__u32 q = p + i;
+		if (q >= cfg->n_paths)
+			q -= cfg->n_paths;
+		if (q < PLAIT_MAX_PATHS && (cfg->up_mask >> q) & 1)
+			return q;
+	}
+	return -1;
+}
+
+/* Earliest estimated delivery: the path where this packet would arrive first if every
+ * path drained its virtual queue at its estimated rate. */
+static __always_inline int pick_edpf(const struct tx_cfg *cfg, struct tx_state *st,
+				     __u64 now, __u32 wire_len)
+{
+	int best = -1;
+	__u64 best_arrival = ~0ULL, best_done = 0;
+
+	bpf_spin_lock(&st->lock);
+#pragma unroll
+	for (int i = 0; i < PLAIT_MAX_PATHS; i++) {
+		const struct tx_path *p = &cfg->paths[i];
+		if (i >= cfg->n_paths || !((cfg->up_mask >> i) & 1) || !p->byte_time)
+			continue;
+		__u64 start = st->busy_until[i] > now ? st->busy_until[i] : now;
+		__u64 done = start + (((__u64)wire_len * p->byte_time) >> 10);
+		__u64 arrival = done + p->delay_ns;
+		if (arrival < best_arrival) {
+			best = i;
+			best_arrival = arrival;
+			best_done = done;
+		}
+	}
+	if (best >= 0 && best < PLAIT_MAX_PATHS)
+		st->busy_until[best] = best_done;
+	bpf_spin_unlock(&st->lock);
+	return best;
+}
+
+static __always_inline int pick_path(const struct tx_cfg *cfg, struct tx_state *st,
+				     __u64 now, __u32 wire_len)
+{
+	if (!cfg->n_paths)
+		return -1;
+	switch (cfg->mode) {
+	case MODE_EDPF:
+		return pick_edpf(cfg, st, now, wire_len);
+	case MODE_WRR: {
+		__u64 c = __sync_fetch_and_add(&st->counter, 1);
+		return next_up(cfg, cfg->slots[c & (WRR_SLOTS - 1)]);
+	}
+	default: {
+		__u64 c = __sync_fetch_and_add(&st->counter, 1);
+		return next_up(cfg, c % cfg->n_paths);
+	}
+	}
+}
+
+static __always_inline __u16 csum_fold(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+static __always_inline int send(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct hdr_cursor c = { .pos = data };
+
+	struct ethhdr *eth = parse_eth(&c, end);
+	if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
+		return verdict(SND_PASS_NOT_IPV4, TC_ACT_OK);
+
+	__u32 ifindex = skb->ifindex;
+	struct tx_dev *dev = bpf_map_lookup_elem(&snd_devices, &ifindex);
+	if (!dev)
+		return verdict(SND_PASS_NO_TUNNEL, TC_ACT_OK);
+
+	struct iphdr *ip = parse_ipv4(&c, end);
+	if (!ip)
+		return verdict(SND_DROP_MALFORMED, TC_ACT_SHOT);
+
+	__u32 cfg_key = dev->slot * 2 + (dev->gen & 1);
+	struct tx_cfg *cfg = bpf_map_lookup_elem(&snd_configs, &cfg_key);
+	if (!cfg || (ip->daddr & cfg->mask) != cfg->prefix)
+		return verdict(SND_PASS_NOT_TUNNEL, TC_ACT_OK);
+
+	__u32 slot = dev->slot;
+	struct tx_state *st = bpf_map_lookup_elem(&snd_states, &slot);
+	if (!st)
+		return verdict(SND_PASS_NO_TUNNEL, TC_ACT_OK);
+
+	int tel = cfg->flags & TX_F_TELEMETRY;
+	__u32 encap_len = PLAIT_ENCAP_LEN + (tel ? PLAIT_TEL_LEN : 0);
+	__u32 inner_len = skb->len - sizeof(struct ethhdr);
+	__u64 now = bpf_ktime_get_ns();
+
+	int p = pick_path(cfg, st, now, skb->len + encap_len);
+	if (p < 0 || p >= PLAIT_MAX_PATHS)
+		return verdict(SND_DROP_NO_PATH, TC_ACT_SHOT);
+	const struct tx_path *path = &cfg->paths[p];
+
+	__u32 seq = __sync_fetch_and_add(&st->seq, 1);
+	__u32 path_seq = __sync_fetch_and_add(&st->path_seq[p], 1);
+
+	__u64 flags = BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | BPF_F_ADJ_ROOM_ENCAP_L4_UDP |
+		      BPF_F_ADJ_ROOM_ENCAP_L2(sizeof(struct plait_hdr));
+	if (bpf_skb_adjust_room(skb, encap_len, BPF_ADJ_ROOM_MAC, flags))
+		return verdict(SND_DROP_ADJUST, TC_ACT_SHOT);
+
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	eth = data;
+	struct iphdr *oip = (void *)(eth + 1);
+	struct udphdr *udp = (void *)(oip + 1);
+	struct plait_hdr *ph = (void *)(udp + 1);
+	struct plait_tel *pt = (void *)(ph + 1);
+	if ((void *)(pt + 1) > end)
+		return verdict(SND_DROP_ADJUST, TC_ACT_SHOT);
+
+	__builtin_memcpy(eth->h_dest, path->dst_mac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, path->src_mac, ETH_ALEN);
+
+	__u16 tot_len = inner_len + encap_len;
+	oip->version = 4;
+	oip->ihl = 5;
+	oip->tos = 0;
+	oip->tot_len = bpf_htons(tot_len);
+	oip->id = 0;
+	oip->frag_off = bpf_htons(0x4000); /* DF: paths are MTU-sized by the tunnel device */
+	oip->ttl = 64;
+	oip->protocol = IPPROTO_UDP;
+	oip->saddr = path->src_ip;
+	oip->daddr = path->dst_ip;
+	oip->check = csum_fold(path->csum_base + oip->tot_len);
+
+	udp->source = cfg->port;
+	udp->dest = cfg->port;
+	udp->len = bpf_htons(tot_len - sizeof(struct iphdr));
+	udp->check = 0;
+
+	ph->ver_flags = PLAIT_VERSION << 4 | (tel ? PLAIT_F_TELEMETRY : 0);
+	ph->path_id = p;
+	ph->tunnel_id = cfg->tunnel_id;
+	ph->seq = bpf_htonl(seq);
+	ph->path_seq = bpf_htonl(path_seq);
+	ph->tx_ns = bpf_htonl((__u32)now);
+	if (tel)
+		__builtin_memset(pt, 0, sizeof(*pt));
+
+	__u32 key = slot * PLAIT_MAX_PATHS + p;
+	struct tx_path_stats *ps = bpf_map_lookup_elem(&snd_paths, &key);
+	if (ps) {
+		ps->packets++;
+		ps->bytes += skb->len;
+	}
+	verdict(SND_REDIRECT, 0);
+	return bpf_redirect(path->ifindex, 0);
+}
+
+SEC("tc")
+int plait_sender(struct __sk_buff *skb)
+{
+	return send(skb);
+}

@@ -1,0 +1,60 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+)
+
+// Outer is what a sender or split switch puts in front of the Plait header.
+type Outer struct {
+	Src, Dst netip.Addr // path endpoints
+	Port     uint16     // UDP source and destination port
+}
+
+// AppendEncap appends a complete Plait packet without its Ethernet header: outer IPv4
+// (DF, TTL 64, ID 0) + UDP (checksum 0) + h + tel (when h carries FlagTelemetry) + inner.
+// It is the reference the datapath's encapsulation is tested against.
+func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]byte, error) {
+	if !o.Src.Is4() || !o.Dst.Is4() {
+		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
+	}
+	n := 20 + 8 + HeaderLen + len(inner)
+	if h.Flags&FlagTelemetry != 0 {
+		n += TelemetryLen
+	}
+	if n > 0xffff {
+		return nil, fmt.Errorf("wire: %d-byte packet does not fit IPv4", n)
+	}
+	start := len(b)
+	b = append(b, 0x45, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(n))
+	b = append(b, 0, 0, 0x40, 0, 64, 17, 0, 0)
+	src, dst := o.Src.As4(), o.Dst.As4()
+	b = append(append(b, src[:]...), dst[:]...)
+	binary.BigEndian.PutUint16(b[start+10:], Checksum(b[start:start+20]))
+	b = binary.BigEndian.AppendUint16(b, o.Port)
+	b = binary.BigEndian.AppendUint16(b, o.Port)
+	b = binary.BigEndian.AppendUint16(b, uint16(n-20))
+	b = append(b, 0, 0)
+	b = AppendHeader(b, h)
+	if h.Flags&FlagTelemetry != 0 {
+		b = AppendTelemetry(b, tel)
+	}
+	return append(b, inner...), nil
+}
+
+// Checksum is the Internet checksum (RFC 1071) of b.
+func Checksum(b []byte) uint16 {
+	var sum uint32
+	for ; len(b) >= 2; b = b[2:] {
+		sum += uint32(binary.BigEndian.Uint16(b))
+	}
+	if len(b) == 1 {
+		sum += uint32(b[0]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
