@@ -56,7 +56,7 @@ func receive(t testing.TB, d *Datapath, arrivals []arrival) {
 // definitions, the slow way, as the reference for the program.
 type rfc4737 struct {
 	reordered, inter, intra, three int
-	extents                         []int
+	extents                        []int
 }
 
 func reference(arrivals []arrival) rfc4737 {
