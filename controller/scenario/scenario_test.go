@@ -1,0 +1,118 @@
+package scenario
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseRate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		err  string
+	}{
+		{in: "5mbit", want: 5e6},
+		{in: "100kbit", want: 1e5},
+		{in: "1.5Gbit", want: 1.5e9},
+		{in: "35.9Mbps", want: 35.9e6},
+		{in: " 800bit ", want: 800},
+		{in: "5", err: "no unit"},
+		{in: "fastmbit", err: "not a number"},
+		{in: "-5mbit", err: "positive"},
+		{in: "0kbit", err: "positive"},
+	} {
+		got, err := ParseRate(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseRate(%q) error = %v, want one mentioning %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+		if back, err := ParseRate(FormatRate(got)); err != nil || back != got {
+			t.Errorf("ParseRate(FormatRate(%v)) = %v, %v", got, back, err)
+		}
+	}
+}
+
+func TestParseDurationAndPercent(t *testing.T) {
+	if d, err := ParseDuration("45ms"); err != nil || d != 45*time.Millisecond {
+		t.Errorf("ParseDuration(45ms) = %v, %v", d, err)
+	}
+	if d, err := ParseDuration("0"); err != nil || d != 0 {
+		t.Errorf("ParseDuration(0) = %v, %v", d, err)
+	}
+	for _, bad := range []string{"-5ms", "45", "soon"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+	if p, err := ParsePercent("1.5%"); err != nil || p != 0.015 {
+		t.Errorf("ParsePercent(1.5%%) = %v, %v", p, err)
+	}
+	for _, bad := range []string{"-1", "100", "lots"} {
+		if _, err := ParsePercent(bad); err == nil {
+			t.Errorf("ParsePercent(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	good := `
+name: A2
+paths:
+  - {name: a, rate: 5mbit, delay: 100ms}
+  - {name: b, rate: 2mbit, delay: 10ms, jitter: 1ms, loss: 0.5, queue: 50}
+  - {rate: 7mbit, delay: 50ms}
+traffic: {duration: 20s, cc: bbr, flows: 2}
+compare: [rr, wrr]
+`
+	s, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Path{
+		{Name: "a", Rate: 5e6, Delay: 100 * time.Millisecond, Queue: DefaultQueue},
+		{Name: "b", Rate: 2e6, Delay: 10 * time.Millisecond, Jitter: time.Millisecond, Loss: 0.005, Queue: 50},
+		{Name: "c", Rate: 7e6, Delay: 50 * time.Millisecond, Queue: DefaultQueue},
+	}
+	if len(s.Paths) != len(want) {
+		t.Fatalf("got %d paths, want %d", len(s.Paths), len(want))
+	}
+	for i := range want {
+		if s.Paths[i] != want[i] {
+			t.Errorf("path %d = %+v, want %+v", i, s.Paths[i], want[i])
+		}
+	}
+	if s.Traffic != (Traffic{Duration: 20 * time.Second, CC: "bbr", Flows: 2}) || len(s.Compare) != 2 {
+		t.Errorf("traffic %+v compare %v", s.Traffic, s.Compare)
+	}
+
+	for _, tc := range []struct {
+		name, yaml, field string
+	}{
+		{"empty", ``, "empty file"},
+		{"no paths", `name: x`, "paths: no paths"},
+		{"bad rate", "paths: [{rate: 5}]", "paths[0].rate"},
+		{"missing rate", "paths: [{delay: 5ms}]", "paths[0].rate: missing"},
+		{"negative delay", "paths: [{rate: 1mbit}, {rate: 1mbit, delay: -4ms}]", "paths[1].delay"},
+		{"bad jitter", "paths: [{rate: 1mbit, jitter: x}]", "paths[0].jitter"},
+		{"bad loss", "paths: [{rate: 1mbit, loss: 120}]", "paths[0].loss"},
+		{"zero queue", "paths: [{rate: 1mbit, queue: 0}]", "paths[0].queue"},
+		{"duplicate", "paths: [{name: a, rate: 1mbit}, {name: a, rate: 1mbit}]", "paths[1].name"},
+		{"unknown field", "paths: [{rate: 1mbit, delya: 4ms}]", "delya"},
+		{"too many", "paths: [" + strings.Repeat("{rate: 1mbit},", 9) + "]", "at most 8"},
+		{"zero duration", "paths: [{rate: 1mbit}]\ntraffic: {duration: 0}", "traffic.duration"},
+		{"no flows", "paths: [{rate: 1mbit}]\ntraffic: {flows: 0}", "traffic.flows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error = %v, want one naming %q", err, tc.field)
+			}
+		})
+	}
+}
