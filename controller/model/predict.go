@@ -1,0 +1,435 @@
+package model
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Constants of Linux's stacks that the predictor uses (see doc.go for where each enters).
+const (
+	cubicBeta     = 0.7 // multiplicative decrease
+	cubicC        = 0.4 // window growth, segments/s³
+	rackPersist   = 16  // recoveries a grown RACK window survives without DSACK
+	bbrCwndGain   = 2.0 // inflight cap in BDPs of min_rtt
+	bbrTSOBudget  = 1e-3
+	sawtoothSteps = 64
+	// bottleneckTol treats paths whose rate/share is within this relative distance of
+	// the minimum as saturating together (capacity weights are never exact in floats).
+	bottleneckTol = 1e-9
+)
+
+// lanes is the flow as the predictor solves it: per used path its share of packets, base
+// round trip and how much queueing one packet of excess window adds to it.
+type lanes struct {
+	idx      []int     // input path index
+	f        []float64 // share of packets
+	rtt      []float64 // base RTT (s): forward delay (+ EDPF's lead) + reverse delay
+	lead     []float64 // queueing that exists even without excess window (EDPF), s
+	jitter   []float64 // s
+	qpp      []float64 // queueing per packet of excess window, s
+	capacity float64   // wire bit/s the split can carry
+	buffer   float64   // excess packets the bottleneck queues hold before dropping
+	loss     float64   // random loss per packet
+}
+
+// Predict returns the predicted goodput and behaviour of one Linux TCP flow striped over
+// paths by split. See the package documentation for the equations.
+func Predict(paths []Path, split Split, tcp TCP) (Prediction, error) {
+	tcp = tcp.withDefaults()
+	if err := validatePaths(paths); err != nil {
+		return Prediction{}, fmt.Errorf("predict: %w", err)
+	}
+	if err := tcp.validate(); err != nil {
+		return Prediction{}, fmt.Errorf("predict: %w", err)
+	}
+	weights, err := splitWeights(paths, split)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("predict: %w", err)
+	}
+	if split.Mode == EDPF {
+		return predictEDPF(paths, weights, tcp), nil
+	}
+	return solve(paths, fixedSplit(paths, weights, tcp), tcp), nil
+}
+
+// splitWeights checks the split and returns one non-negative weight per path.
+func splitWeights(paths []Path, split Split) ([]float64, error) {
+	if split.Mode < RR || split.Mode > EDPF {
+		return nil, fmt.Errorf("unknown mode %d", split.Mode)
+	}
+	w := make([]float64, len(paths))
+	if split.Weights == nil {
+		for i, p := range paths {
+			w[i] = 1
+			if split.Mode == WRR {
+				w[i] = p.Rate
+			}
+		}
+		return w, nil
+	}
+	if len(split.Weights) != len(paths) {
+		return nil, fmt.Errorf("%d weights for %d paths: give one weight per path", len(split.Weights), len(paths))
+	}
+	any := false
+	for i, x := range split.Weights {
+		if !(x >= 0) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("weight %v of %s: weights must be finite and at least 0", x, paths[i].label(i))
+		}
+		if x > 0 {
+			any = true
+			w[i] = x
+			if split.Mode != WRR {
+				w[i] = 1
+			}
+		}
+	}
+	if !any {
+		return nil, errors.New("all weights are zero: at least one path must carry the flow")
+	}
+	return w, nil
+}
+
+func pktBits(tcp TCP) float64 { return 8 * float64(tcp.MSS+tcp.Overhead) }
+
+// reverseDelay is the one-way delay of the news an ACK carries (eq. P1 of doc.go).
+func reverseDelay(paths []Path, used []int, tcp TCP) float64 {
+	if tcp.AckPath == AckFixed {
+		return tcp.AckDelay.Seconds()
+	}
+	r := math.Inf(1)
+	for _, i := range used {
+		r = min(r, paths[i].Delay.Seconds())
+	}
+	return r
+}
+
+// fixedSplit builds the lanes of rr and wrr: every used path carries its share whatever
+// the load, so the path with the least rate per share saturates first (P2, P4).
+func fixedSplit(paths []Path, w []float64, tcp TCP) lanes {
+	var l lanes
+	var total float64
+	for i, x := range w {
+		if x > 0 {
+			l.idx = append(l.idx, i)
+			total += x
+		}
+	}
+	dr := reverseDelay(paths, l.idx, tcp)
+	l.capacity = math.Inf(1)
+	for _, i := range l.idx {
+		p := paths[i]
+		f := w[i] / total
+		l.f = append(l.f, f)
+		l.rtt = append(l.rtt, p.Delay.Seconds()+dr)
+		l.lead = append(l.lead, 0)
+		l.jitter = append(l.jitter, p.Jitter.Seconds())
+		l.loss += f * p.Loss
+		l.capacity = min(l.capacity, p.Rate/f)
+	}
+	var fk float64
+	bott := make([]bool, len(l.idx))
+	for k, i := range l.idx {
+		if paths[i].Rate/l.f[k] <= l.capacity*(1+bottleneckTol) {
+			bott[k] = true
+			fk += l.f[k]
+		}
+	}
+	l.buffer = math.Inf(1)
+	for k, i := range l.idx {
+		q := 0.0
+		if bott[k] {
+			// Excess window spreads over the bottleneck paths by share; all of them
+			// queue the same time per packet of it.
+			q = pktBits(tcp) / (fk * l.capacity)
+			l.buffer = min(l.buffer, paths[i].queue()*fk/l.f[k])
+		}
+		l.qpp = append(l.qpp, q)
+	}
+	return l
+}
+
+// edpfLanes builds the lanes of EDPF over the given paths: one link of their summed rate
+// whose every packet arrives at the largest delay, the faster paths holding the
+// difference in their queues (the lead). ok is false when a path's queue cannot hold its
+// lead: EDPF would then overflow it at any load that needs the slowest path.
+func edpfLanes(paths []Path, used []int, tcp TCP) (l lanes, ok bool) {
+	dr := reverseDelay(paths, used, tcp)
+	var dmax float64
+	for _, i := range used {
+		l.capacity += paths[i].Rate
+		dmax = max(dmax, paths[i].Delay.Seconds())
+	}
+	pb := pktBits(tcp)
+	l.buffer = math.Inf(1)
+	ok = true
+	for _, i := range used {
+		p := paths[i]
+		f := p.Rate / l.capacity
+		lead := dmax - p.Delay.Seconds()
+		spare := p.queue() - lead*p.Rate/pb
+		if spare < 0 {
+			ok = false
+		}
+		l.idx = append(l.idx, i)
+		l.f = append(l.f, f)
+		l.rtt = append(l.rtt, dmax+dr)
+		l.lead = append(l.lead, lead)
+		l.jitter = append(l.jitter, p.Jitter.Seconds())
+		l.qpp = append(l.qpp, pb/l.capacity)
+		l.loss += f * p.Loss
+		l.buffer = min(l.buffer, max(spare, 0)/f)
+	}
+	return l, ok
+}
+
+// predictEDPF follows EDPF's own choice of paths: it fills the lowest-delay paths first
+// and spills onto the next only while the ones it uses are saturated.
+func predictEDPF(paths []Path, w []float64, tcp TCP) Prediction {
+	var order []int
+	for i, x := range w {
+		if x > 0 {
+			order = append(order, i)
+		}
+	}
+	// EDPF's first choice on idle paths is the earliest arrival of one packet.
+	pb := pktBits(tcp)
+	first := func(i int) float64 { return paths[i].Delay.Seconds() + pb/paths[i].Rate }
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(first(a), first(b)) })
+	var best Prediction
+	for k := 1; k <= len(order); k++ {
+		l, ok := edpfLanes(paths, order[:k], tcp)
+		if !ok {
+			break
+		}
+		p := solve(paths, l, tcp)
+		if k == 1 || p.Goodput > best.Goodput {
+			best = p
+		}
+		if p.Limit != LimitCapacity && p.Limit != LimitBuffer {
+			break
+		}
+	}
+	return best
+}
+
+// solve is eqs. P3–P9 of doc.go for a set of lanes.
+func solve(paths []Path, l lanes, tcp TCP) Prediction {
+	pb := pktBits(tcp)
+	eta := float64(tcp.MSS) / float64(tcp.MSS+tcp.Overhead)
+	n := len(l.idx)
+
+	// P3: base round trips.
+	var rbar, rmax float64
+	rmin := math.Inf(1)
+	for k := range n {
+		rbar += l.f[k] * l.rtt[k]
+		rmax = max(rmax, l.rtt[k])
+		rmin = min(rmin, l.rtt[k])
+	}
+
+	// P5: window limits with empty queues.
+	x, limit := l.capacity, LimitCapacity
+	winBits := 8 * float64(tcp.Window) / eta // wire bits of the window's payload
+	if xr := winBits / rmax; xr < x {
+		x, limit = xr, LimitWindow
+	}
+	if tcp.MaxCwnd > 0 {
+		if xc := float64(tcp.MaxCwnd) * pb / rbar; xc < x {
+			x, limit = xc, LimitCwnd
+		}
+	}
+	if tcp.CC == BBR {
+		if xb := bbrInflightCap(pb, rbar, rmin); xb < x {
+			x, limit = xb, LimitBBR
+		}
+	}
+
+	// P6: operating point. excess is the mean number of packets queued beyond the pipe.
+	xsat := l.capacity
+	var excess, events float64
+	if limit == LimitCapacity && tcp.CC == Cubic {
+		bdp := x * rbar / pb
+		elim := math.Inf(1)
+		for k := range n {
+			if l.qpp[k] > 0 {
+				elim = min(elim, (winBits/x-l.rtt[k])/l.qpp[k])
+			}
+		}
+		if tcp.MaxCwnd > 0 {
+			elim = min(elim, float64(tcp.MaxCwnd)-bdp)
+		}
+		if elim < l.buffer {
+			// A window limit stops cubic before the queue overflows: the split still
+			// runs at capacity, over a standing queue and without losses.
+			excess = max(elim, 0)
+		} else {
+			var qbar float64
+			for k := range n {
+				qbar += l.f[k] * l.qpp[k]
+			}
+			util, ex, cycle := cubicSawtooth(bdp, l.buffer, rbar+qbar*l.buffer/2)
+			x *= util
+			xsat = x
+			excess = ex
+			events = 1 / cycle
+			if util < 1 {
+				limit = LimitBuffer
+			}
+		}
+	}
+
+	// P7: random loss.
+	if l.loss > 0 {
+		var qbar float64
+		for k := range n {
+			qbar += l.f[k] * l.qpp[k] * excess
+		}
+		r := rbar + qbar
+		if tcp.CC == Cubic {
+			if xp := cubicLossWindow(l.loss, r) * pb / r; xp < x {
+				x, limit, excess = xp, LimitLoss, 0
+			}
+		}
+		events = max(events, min(l.loss*x/pb, 1/r))
+	}
+
+	pred := Prediction{
+		Capacity:   l.capacity,
+		Limit:      limit,
+		Used:       slices.Sorted(slices.Values(l.idx)),
+		Share:      make([]float64, len(paths)),
+		QueueDelay: make([]float64, len(paths)),
+		MinRTT:     rmin,
+		Loss:       l.loss,
+	}
+
+	// P8: reordering against RACK.
+	arr := make([]float64, n) // send-to-ACK time per lane, queueing included
+	for k, i := range l.idx {
+		q := l.lead[k] + l.qpp[k]*excess
+		pred.Share[i] = l.f[k]
+		pred.QueueDelay[i] = q
+		arr[k] = l.rtt[k] - l.lead[k] + q
+		pred.RTT += l.f[k] * arr[k]
+		pred.InOrderRTT = max(pred.InOrderRTT, arr[k])
+	}
+	w0 := rmin / 4
+	wmax := pred.RTT
+	if tcp.StaticReoWnd {
+		wmax = w0
+	}
+	pps := x / pb
+	for k := range n {
+		var late, ext float64
+		for j := range n {
+			if j == k {
+				continue
+			}
+			late = max(late, arr[k]+l.jitter[k]-arr[j]+l.jitter[j])
+			ext += l.f[j] * pps * max(0, arr[k]-arr[j])
+		}
+		pred.Skew = max(pred.Skew, late)
+		pred.MeanExtent += l.f[k] * ext
+		pred.ReorderedRatio += l.f[k] * (1 - math.Exp(-ext))
+		switch {
+		case late > wmax:
+			pred.Spurious += l.f[k]
+		case late > w0:
+			steps := math.Ceil(late/w0) - 1
+			pred.Spurious += l.f[k] * min(1, steps*pred.RTT*events/rackPersist)
+		}
+	}
+	pred.ReoWnd = w0
+	if pred.Skew > w0 && !tcp.StaticReoWnd {
+		pred.ReoWnd = min(wmax, w0*math.Ceil(pred.Skew/w0))
+	}
+
+	// P9: goodput. Spurious retransmissions take capacity, not window.
+	good := min(x, xsat/(1+pred.Spurious))
+	pred.WireRate = min(good*(1+pred.Spurious), xsat)
+	pred.Goodput = eta * (1 - l.loss) * good
+	if tcp.Duration > 0 {
+		pred.Goodput = rampedGoodput(pred.Goodput, x, pred.RTT, tcp, pb, eta)
+	}
+	return pred
+}
+
+// bbrInflightCap is the rate at which BBR's cwnd, 2·BtlBw·min_rtt plus its quantisation
+// budget, just covers the packets in flight X·R̄ (P5). Above 2·min_rtt of pipe the cap
+// feeds back on the bandwidth estimate and settles where the budget alone fills the gap.
+func bbrInflightCap(pb, rbar, minRTT float64) float64 {
+	slack := rbar - bbrCwndGain*minRTT
+	if slack <= 0 {
+		return math.Inf(1)
+	}
+	// Budget: 3 TSO bursts of max(2, rate·1 ms) segments, plus the 2 packets of the one
+	// probing phase in eight, about 1 on average.
+	if x := 7 * pb / slack; x*bbrTSOBudget/pb <= 2 {
+		return x
+	}
+	if slack > 3*bbrTSOBudget {
+		return pb / (slack - 3*bbrTSOBudget)
+	}
+	return math.Inf(1)
+}
+
+// cubicSawtooth averages one loss cycle of cubic on a pipe of bdp packets with buffer
+// packets of queue (P6): the window falls to β·W_max at each overflow and climbs back
+// along the larger of the cubic curve and the Reno-friendly line. It returns the
+// utilisation, the mean excess over the pipe (the standing queue) and the cycle time.
+func cubicSawtooth(bdp, buffer, rtt float64) (util, excess, cycle float64) {
+	wmax := bdp + buffer
+	if wmax <= 0 {
+		return 1, 0, math.Inf(1)
+	}
+	k := math.Cbrt(wmax * (1 - cubicBeta) / cubicC)
+	alpha := 3 * (1 - cubicBeta) / (1 + cubicBeta)
+	cycle = k
+	if rtt > 0 {
+		cycle = min(k, (1-cubicBeta)*wmax*rtt/alpha)
+	}
+	for s := range sawtoothSteps {
+		t := (float64(s) + 0.5) * cycle / sawtoothSteps
+		w := wmax - cubicC*math.Pow(k-t, 3)
+		if rtt > 0 {
+			w = max(w, cubicBeta*wmax+alpha*t/rtt)
+		}
+		if bdp > 0 {
+			util += min(1, w/bdp)
+		} else {
+			util++
+		}
+		excess += max(0, w-bdp)
+	}
+	return util / sawtoothSteps, excess / sawtoothSteps, cycle
+}
+
+// cubicLossWindow is the mean window in segments of cubic under random loss p (RFC 8312
+// §5): the larger of the cubic response and the Reno-friendly one.
+func cubicLossWindow(p, rtt float64) float64 {
+	wc := math.Pow(cubicC*(3+cubicBeta)/(4*(1-cubicBeta)), 0.25) * math.Pow(rtt/p, 0.75)
+	wr := math.Sqrt(3 / (2 * p))
+	return max(wc, wr)
+}
+
+// rampedGoodput is P9's finite transfer: slow start doubles from the initial window each
+// RTT until the steady window, then the steady goodput holds for the rest.
+func rampedGoodput(steady, x, rtt float64, tcp TCP, pb, eta float64) float64 {
+	d := tcp.Duration.Seconds()
+	target := x * rtt / pb
+	iw := float64(tcp.InitCwnd)
+	rounds := 0.0
+	if target > iw && rtt > 0 {
+		rounds = math.Ceil(math.Log2(target / iw))
+	}
+	tss := rounds * rtt
+	if d <= tss {
+		sent := iw * (math.Exp2(d/rtt) - 1) * pb * eta
+		return min(steady, sent/d)
+	}
+	ramp := min(iw*(math.Exp2(rounds)-1)*pb*eta, steady*tss)
+	return (ramp + steady*(d-tss)) / d
+}
