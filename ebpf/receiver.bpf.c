@@ -335,7 +335,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 		measure_telemetry(pst, tel, t->epoch);
 	if (flags & PLAIT_F_PROBE) {
 		pst->probes++;
-		return verdict(RCV_PROBE, XDP_DROP);
+		return XDP_DROP;
 	}
 
 	__u32 frame_len = (void *)ip + ip_len - data;
@@ -357,7 +357,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if ((void *)(eth + 1) > end)
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
 	__builtin_memcpy(eth, &outer, sizeof(outer));
-	return verdict(RCV_DECAP, XDP_PASS);
+	return XDP_PASS;
 }
 
 SEC("xdp")

@@ -15,13 +15,17 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Device ifindex -> tunnel slot and live config copy. */
+/* The tunnel this instance of the program serves: the agent loads one instance per tunnel
+ * device, so the datapath finds its tunnel without a lookup. */
+volatile const __u32 tunnel_slot = 0;
+
+/* slot -> live config copy plus one (0: the tunnel is not configured). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_TUNNELS);
 	__type(key, __u32);
-	__type(value, struct tx_dev);
-} snd_devices SEC(".maps");
+	__type(value, __u32);
+} snd_gens SEC(".maps");
 
 /* slot * 2 + gen -> configuration (double-buffered). */
 struct {
@@ -78,31 +82,38 @@ static __always_inline int next_up(const struct tx_cfg *cfg, __u32 p)
 }
 
 /* Earliest estimated delivery: the path where this packet would arrive first if every
- * path drained its virtual queue at its estimated rate. */
+ * path drained its virtual queue at its estimated rate. Lock-free: when two CPUs choose at
+ * once, each still advances the chosen queue by its own packet, so no backlog is lost; at
+ * worst one of them chose with a view one packet old. */
 static __always_inline int pick_edpf(const struct tx_cfg *cfg, struct tx_state *st,
 				     __u64 now, __u32 wire_len)
 {
 	int best = -1;
-	__u64 best_arrival = ~0ULL, best_done = 0;
+	__u64 best_arrival = ~0ULL, best_tx = 0;
 
-	bpf_spin_lock(&st->lock);
 #pragma unroll
 	for (int i = 0; i < PLAIT_MAX_PATHS; i++) {
 		const struct tx_path *p = &cfg->paths[i];
 		if (i >= cfg->n_paths || !((cfg->up_mask >> i) & 1) || !p->byte_time)
 			continue;
-		__u64 start = st->busy_until[i] > now ? st->busy_until[i] : now;
-		__u64 done = start + (((__u64)wire_len * p->byte_time) >> 10);
-		__u64 arrival = done + p->delay_ns;
+		__u64 busy = st->busy_until[i];
+		__u64 tx = ((__u64)wire_len * p->byte_time) >> 10;
+		__u64 arrival = (busy > now ? busy : now) + tx + p->delay_ns;
 		if (arrival < best_arrival) {
 			best = i;
 			best_arrival = arrival;
-			best_done = done;
+			best_tx = tx;
 		}
 	}
-	if (best >= 0 && best < PLAIT_MAX_PATHS)
-		st->busy_until[best] = best_done;
-	bpf_spin_unlock(&st->lock);
+	if (best < 0 || best >= PLAIT_MAX_PATHS)
+		return -1;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u64 busy = *(volatile __u64 *)&st->busy_until[best];
+		__u64 done = (busy > now ? busy : now) + best_tx;
+		if (__sync_val_compare_and_swap(&st->busy_until[best], busy, done) == busy)
+			break;
+	}
 	return best;
 }
 
@@ -142,21 +153,20 @@ static __always_inline int send(struct __sk_buff *skb)
 	if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
 		return verdict(SND_PASS_NOT_IPV4, TC_ACT_OK);
 
-	__u32 ifindex = skb->ifindex;
-	struct tx_dev *dev = bpf_map_lookup_elem(&snd_devices, &ifindex);
-	if (!dev)
+	__u32 slot = tunnel_slot;
+	__u32 *gen = bpf_map_lookup_elem(&snd_gens, &slot);
+	if (!gen || !*gen)
 		return verdict(SND_PASS_NO_TUNNEL, TC_ACT_OK);
 
 	struct iphdr *ip = parse_ipv4(&c, end);
 	if (!ip)
 		return verdict(SND_DROP_MALFORMED, TC_ACT_SHOT);
 
-	__u32 cfg_key = dev->slot * 2 + (dev->gen & 1);
+	__u32 cfg_key = slot * 2 + ((*gen - 1) & 1);
 	struct tx_cfg *cfg = bpf_map_lookup_elem(&snd_configs, &cfg_key);
 	if (!cfg || (ip->daddr & cfg->mask) != cfg->prefix)
 		return verdict(SND_PASS_NOT_TUNNEL, TC_ACT_OK);
 
-	__u32 slot = dev->slot;
 	struct tx_state *st = bpf_map_lookup_elem(&snd_states, &slot);
 	if (!st)
 		return verdict(SND_PASS_NO_TUNNEL, TC_ACT_OK);
@@ -164,7 +174,11 @@ static __always_inline int send(struct __sk_buff *skb)
 	int tel = cfg->flags & TX_F_TELEMETRY;
 	__u32 encap_len = PLAIT_ENCAP_LEN + (tel ? PLAIT_TEL_LEN : 0);
 	__u32 inner_len = skb->len - sizeof(struct ethhdr);
-	__u64 now = bpf_ktime_get_ns();
+	/* TCP stamps every segment with its monotonic departure time, which is now: reading
+	 * it saves a clock read. Other traffic carries no such stamp. */
+	__u64 now = skb->tstamp;
+	if (skb->tstamp_type != BPF_SKB_TSTAMP_DELIVERY_MONO || !now)
+		now = bpf_ktime_get_ns();
 
 	int p = pick_path(cfg, st, now, skb->len + encap_len);
 	if (p < 0 || p >= PLAIT_MAX_PATHS)
@@ -219,13 +233,13 @@ static __always_inline int send(struct __sk_buff *skb)
 	if (tel)
 		__builtin_memset(pt, 0, sizeof(*pt));
 
+	/* Redirects are counted here only: the redirect verdict is their sum. */
 	__u32 key = slot * PLAIT_MAX_PATHS + p;
 	struct tx_path_stats *ps = bpf_map_lookup_elem(&snd_paths, &key);
 	if (ps) {
 		ps->packets++;
 		ps->bytes += skb->len;
 	}
-	verdict(SND_REDIRECT, 0);
 	return bpf_redirect(path->ifindex, 0);
 }
 

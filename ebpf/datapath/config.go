@@ -109,9 +109,10 @@ func (t *Tunnel) validate() error {
 	return nil
 }
 
-// WriteSender installs t as the sender configuration of device ifindex. The datapath
-// switches from the previous configuration to this one between two packets.
-func (d *Datapath) WriteSender(ifindex uint32, t Tunnel) error {
+// WriteSender installs t as the sender configuration of its slot. The datapath switches
+// from the previous configuration to this one between two packets: it reads the copy that
+// snd_gens names, and this writes the other copy before flipping that word.
+func (d *Datapath) WriteSender(t Tunnel) error {
 	if err := t.validate(); err != nil {
 		return err
 	}
@@ -119,31 +120,27 @@ func (d *Datapath) WriteSender(ifindex uint32, t Tunnel) error {
 	if err != nil {
 		return err
 	}
-	var dev senderTxDev
-	gen := uint32(1) // a new device starts on copy 0 after the flip below
-	if err := d.snd.SndDevices.Lookup(ifindex, &dev); err == nil {
-		if dev.Slot != t.Slot {
-			return fmt.Errorf("device %d carries tunnel slot %d, not %d", ifindex, dev.Slot, t.Slot)
-		}
-		gen = dev.Gen
-	} else if !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("look up device %d: %w", ifindex, err)
+	var live uint32 // copy in use plus one; 0 when unconfigured
+	if err := d.snd.SndGens.Lookup(t.Slot, &live); err != nil {
+		return fmt.Errorf("read tunnel generation: %w", err)
 	}
-	next := (gen + 1) & 1
+	next := uint32(0)
+	if live == 1 {
+		next = 1
+	}
 	if err := d.snd.SndConfigs.Update(t.Slot*2+next, cfg, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("write tunnel config: %w", err)
 	}
-	if err := d.snd.SndDevices.Update(ifindex, senderTxDev{Slot: t.Slot, Gen: next}, ebpf.UpdateAny); err != nil {
+	if err := d.snd.SndGens.Update(t.Slot, next+1, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("switch tunnel config: %w", err)
 	}
 	return nil
 }
 
-// RemoveSender stops striping on device ifindex (its packets then pass untouched).
-func (d *Datapath) RemoveSender(ifindex uint32) error {
-	err := d.snd.SndDevices.Delete(ifindex)
-	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("remove device %d: %w", ifindex, err)
+// RemoveSender stops striping for a slot: its device's packets then pass untouched.
+func (d *Datapath) RemoveSender(slot uint32) error {
+	if err := d.snd.SndGens.Update(slot, uint32(0), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("remove tunnel slot %d: %w", slot, err)
 	}
 	return nil
 }

@@ -20,9 +20,6 @@ const (
 	xdpPass       = 2
 )
 
-// Test run gives the sender the loopback device of the test's namespace.
-const loIfindex = 1
-
 var (
 	tunMAC   = pkt.MAC("02:00:00:00:00:01")
 	tunPeer  = pkt.MAC("02:00:00:00:00:02")
@@ -70,9 +67,18 @@ func configure(t testing.TB, d *Datapath, tun Tunnel) {
 	if err := d.ResetSender(tun.Slot); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.WriteSender(loIfindex, tun); err != nil {
+	if err := d.WriteSender(tun); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func senderProg(t testing.TB, d *Datapath, slot uint32) *ebpf.Program {
+	t.Helper()
+	p, err := d.senderProgram(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func run(t testing.TB, prog *ebpf.Program, in []byte) (uint32, []byte) {

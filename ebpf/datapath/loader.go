@@ -16,9 +16,12 @@ import (
 // Datapath is the loaded sender and receiver with their maps. With a pin directory, maps
 // and attachments outlive the process and a later Load picks them up again.
 type Datapath struct {
-	snd    senderObjects
-	rcv    receiverObjects
-	pinDir string
+	sndSpec *ebpf.CollectionSpec
+	snd     senderMaps
+	// One sender instance per tunnel slot, the slot compiled in as a constant.
+	sndProgs map[uint32]*ebpf.Program
+	rcv      receiverObjects
+	pinDir   string
 	// Without a pin directory, attachments live as long as these handles.
 	links map[string]link.Link
 }
@@ -34,7 +37,7 @@ func Load(pinDir string) (*Datapath, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	d := &Datapath{pinDir: pinDir, links: map[string]link.Link{}}
+	d := &Datapath{pinDir: pinDir, links: map[string]link.Link{}, sndProgs: map[uint32]*ebpf.Program{}}
 	var opts ebpf.CollectionOptions
 	if pinDir != "" {
 		if err := EnsureBPFFS(pinDir); err != nil {
@@ -42,27 +45,55 @@ func Load(pinDir string) (*Datapath, error) {
 		}
 		opts.Maps.PinPath = pinDir
 	}
-	if err := loadPinned(loadSender, &d.snd, &opts, pinDir != ""); err != nil {
-		return nil, fmt.Errorf("load sender: %w", err)
+	spec, err := loadSender()
+	if err != nil {
+		return nil, err
 	}
-	if err := loadPinned(loadReceiver, &d.rcv, &opts, pinDir != ""); err != nil {
+	d.sndSpec = spec
+	if err := loadPinned(spec.Copy(), &d.snd, &opts, pinDir != ""); err != nil {
+		return nil, fmt.Errorf("load sender maps: %w", err)
+	}
+	if spec, err = loadReceiver(); err == nil {
+		err = loadPinned(spec, &d.rcv, &opts, pinDir != "")
+	}
+	if err != nil {
 		d.snd.Close()
 		return nil, fmt.Errorf("load receiver: %w", err)
 	}
 	return d, nil
 }
 
-func loadPinned(load func() (*ebpf.CollectionSpec, error), objs any, opts *ebpf.CollectionOptions, pin bool) error {
-	spec, err := load()
-	if err != nil {
-		return err
+// senderProgram returns the sender instance for a tunnel slot, loading it on first use.
+func (d *Datapath) senderProgram(slot uint32) (*ebpf.Program, error) {
+	if p, ok := d.sndProgs[slot]; ok {
+		return p, nil
 	}
+	if slot >= MaxTunnels {
+		return nil, fmt.Errorf("tunnel slot %d out of range (max %d tunnels)", slot, MaxTunnels)
+	}
+	spec := d.sndSpec.Copy()
+	if err := spec.Variables["tunnel_slot"].Set(slot); err != nil {
+		return nil, fmt.Errorf("set tunnel slot: %w", err)
+	}
+	var progs senderPrograms
+	opts := ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"snd_gens": d.snd.SndGens, "snd_configs": d.snd.SndConfigs, "snd_states": d.snd.SndStates,
+		"snd_paths": d.snd.SndPaths, "snd_verdicts": d.snd.SndVerdicts,
+	}}
+	if err := loadPinned(spec, &progs, &opts, false); err != nil {
+		return nil, fmt.Errorf("load sender for slot %d: %w", slot, err)
+	}
+	d.sndProgs[slot] = progs.PlaitSender
+	return progs.PlaitSender, nil
+}
+
+func loadPinned(spec *ebpf.CollectionSpec, objs any, opts *ebpf.CollectionOptions, pin bool) error {
 	if pin {
 		for _, m := range spec.Maps {
 			m.Pinning = ebpf.PinByName
 		}
 	}
-	err = spec.LoadAndAssign(objs, opts)
+	err := spec.LoadAndAssign(objs, opts)
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
 		return fmt.Errorf("%w in %s (remove it to start from scratch): %v", ErrIncompatiblePins, opts.Maps.PinPath, err)
 	}
@@ -79,6 +110,9 @@ func loadPinned(load func() (*ebpf.CollectionSpec, error), objs any, opts *ebpf.
 // Close releases this process's handles; pinned maps and attachments stay.
 func (d *Datapath) Close() error {
 	errs := []error{d.snd.Close(), d.rcv.Close()}
+	for _, p := range d.sndProgs {
+		errs = append(errs, p.Close())
+	}
 	for _, l := range d.links {
 		errs = append(errs, l.Close())
 	}
@@ -115,13 +149,23 @@ func (d *Datapath) linkName(h Hook, ifindex int) string {
 	return fmt.Sprintf("link-%s-%d", h, ifindex)
 }
 
-// Attach attaches the sender or receiver to an interface, or, when a pinned attachment
-// from an earlier run exists, swaps this build's program into it without a gap.
-func (d *Datapath) Attach(h Hook, ifindex int) error {
-	prog := d.rcv.PlaitReceiver
-	if h == HookSender {
-		prog = d.snd.PlaitSender
+// AttachSender attaches the sender of tunnel slot to the egress of a tunnel device.
+func (d *Datapath) AttachSender(ifindex int, slot uint32) error {
+	prog, err := d.senderProgram(slot)
+	if err != nil {
+		return err
 	}
+	return d.attach(HookSender, ifindex, prog)
+}
+
+// AttachReceiver attaches the receiver to a path interface.
+func (d *Datapath) AttachReceiver(ifindex int) error {
+	return d.attach(HookReceiver, ifindex, d.rcv.PlaitReceiver)
+}
+
+// attach attaches prog at a hook, or, when a pinned attachment from an earlier run
+// exists, swaps prog into it without a gap.
+func (d *Datapath) attach(h Hook, ifindex int, prog *ebpf.Program) error {
 	name := d.linkName(h, ifindex)
 	if l, err := d.existingLink(name); err != nil {
 		return err

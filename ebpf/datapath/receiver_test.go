@@ -218,7 +218,7 @@ func TestReceiverDecapsulatesExactly(t *testing.T) {
 	for _, tel := range []bool{false, true} {
 		tun := testTunnel(ModeWRR, 2)
 		tun.Slot, tun.ID, tun.Telemetry = 3, rxTunnel, tel
-		if err := d.WriteSender(loIfindex, tun); err != nil {
+		if err := d.WriteSender(tun); err != nil {
 			t.Fatal(err)
 		}
 		for _, size := range []int{0, 1, 100, 1400} {

@@ -27,12 +27,6 @@ type senderTxCfg struct {
 	Slots    [1024]uint8
 }
 
-type senderTxDev struct {
-	_    structs.HostLayout
-	Slot uint32
-	Gen  uint32
-}
-
 type senderTxPath struct {
 	_        structs.HostLayout
 	Ifindex  uint32
@@ -52,12 +46,9 @@ type senderTxPathStats struct {
 }
 
 type senderTxState struct {
-	_    structs.HostLayout
-	Lock struct {
-		_   structs.HostLayout
-		Val uint32
-	}
+	_         structs.HostLayout
 	Seq       uint32
+	Pad       uint32
 	Counter   uint64
 	PathSeq   [8]uint32
 	BusyUntil [8]uint64
@@ -68,11 +59,12 @@ type senderTxState struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	senderMapSndConfigs   = "snd_configs"
-	senderMapSndDevices   = "snd_devices"
+	senderMapSndGens      = "snd_gens"
 	senderMapSndPaths     = "snd_paths"
 	senderMapSndStates    = "snd_states"
 	senderMapSndVerdicts  = "snd_verdicts"
 	senderProgPlaitSender = "plait_sender"
+	senderVarTunnelSlot   = "tunnel_slot"
 )
 
 // loadSender returns the embedded CollectionSpec for sender.
@@ -125,7 +117,7 @@ type senderProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type senderMapSpecs struct {
 	SndConfigs  *ebpf.MapSpec `ebpf:"snd_configs"`
-	SndDevices  *ebpf.MapSpec `ebpf:"snd_devices"`
+	SndGens     *ebpf.MapSpec `ebpf:"snd_gens"`
 	SndPaths    *ebpf.MapSpec `ebpf:"snd_paths"`
 	SndStates   *ebpf.MapSpec `ebpf:"snd_states"`
 	SndVerdicts *ebpf.MapSpec `ebpf:"snd_verdicts"`
@@ -135,6 +127,7 @@ type senderMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type senderVariableSpecs struct {
+	TunnelSlot *ebpf.VariableSpec `ebpf:"tunnel_slot"`
 }
 
 // senderObjects contains all objects after they have been loaded into the kernel.
@@ -158,7 +151,7 @@ func (o *senderObjects) Close() error {
 // It can be passed to loadSenderObjects or ebpf.CollectionSpec.LoadAndAssign.
 type senderMaps struct {
 	SndConfigs  *ebpf.Map `ebpf:"snd_configs"`
-	SndDevices  *ebpf.Map `ebpf:"snd_devices"`
+	SndGens     *ebpf.Map `ebpf:"snd_gens"`
 	SndPaths    *ebpf.Map `ebpf:"snd_paths"`
 	SndStates   *ebpf.Map `ebpf:"snd_states"`
 	SndVerdicts *ebpf.Map `ebpf:"snd_verdicts"`
@@ -167,7 +160,7 @@ type senderMaps struct {
 func (m *senderMaps) Close() error {
 	return _SenderClose(
 		m.SndConfigs,
-		m.SndDevices,
+		m.SndGens,
 		m.SndPaths,
 		m.SndStates,
 		m.SndVerdicts,
@@ -178,6 +171,7 @@ func (m *senderMaps) Close() error {
 //
 // It can be passed to loadSenderObjects or ebpf.CollectionSpec.LoadAndAssign.
 type senderVariables struct {
+	TunnelSlot *ebpf.Variable `ebpf:"tunnel_slot"`
 }
 
 // senderPrograms contains all programs after they have been loaded into the kernel.

@@ -14,7 +14,7 @@ import (
 // sent runs one packet through the sender and returns its verdict, path and header.
 func sent(t *testing.T, d *Datapath, in []byte) (uint32, []byte, wire.Header) {
 	t.Helper()
-	ret, out := run(t, d.snd.PlaitSender, in)
+	ret, out := run(t, senderProg(t, d, 3), in)
 	if ret != tcActRedirect {
 		return ret, out, wire.Header{}
 	}
@@ -132,7 +132,7 @@ func TestSenderWRRReweightIsAtomic(t *testing.T) {
 		}
 	}
 	tun.Paths[0].Weight, tun.Paths[1].Weight = 0, 1
-	if err := d.WriteSender(loIfindex, tun); err != nil {
+	if err := d.WriteSender(tun); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 50; i++ {
@@ -171,7 +171,7 @@ func TestSenderDownPathsGetNothing(t *testing.T) {
 		for i := range tun.Paths {
 			tun.Paths[i].Up = false
 		}
-		if err := d.WriteSender(loIfindex, tun); err != nil {
+		if err := d.WriteSender(tun); err != nil {
 			t.Fatal(err)
 		}
 		if ret, _, _ := sent(t, d, innerPacket(0, 64)); ret != tcActShot {
@@ -245,16 +245,24 @@ func TestSenderPassesOtherTraffic(t *testing.T) {
 	ipv6 := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeIPv6, make([]byte, 60))
 	outside := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeIPv4, pkt.IPv4(innerSrc, other, pkt.ProtoUDP, 1, pkt.UDP(innerSrc, other, 1, 2, []byte("hello"))))
 	for name, in := range map[string][]byte{"arp": arp, "ipv6": ipv6, "outside prefix": outside} {
-		ret, out := run(t, d.snd.PlaitSender, in)
+		ret, out := run(t, senderProg(t, d, 3), in)
 		if ret != tcActOK || !bytes.Equal(out, in) {
 			t.Errorf("%s: verdict %d, changed=%v; want untouched pass", name, ret, !bytes.Equal(out, in))
 		}
+	}
+	// A removed tunnel stops striping: its traffic passes untouched too.
+	if err := d.RemoveSender(3); err != nil {
+		t.Fatal(err)
+	}
+	in := innerPacket(1, 100)
+	if ret, out := run(t, senderProg(t, d, 3), in); ret != tcActOK || !bytes.Equal(out, in) {
+		t.Errorf("removed tunnel: verdict %d; want untouched pass", ret)
 	}
 	snd, _, err := d.Verdicts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snd["pass_not_ipv4"] != 2 || snd["pass_not_tunnel"] != 1 || snd["redirect"] != 0 {
+	if snd["pass_not_ipv4"] != 2 || snd["pass_not_tunnel"] != 1 || snd["pass_no_tunnel"] != 1 || snd["redirect"] != 0 {
 		t.Errorf("sender verdicts %v", snd)
 	}
 }
@@ -276,7 +284,7 @@ func TestSenderRejectsBadConfig(t *testing.T) {
 	for name, mutate := range bad {
 		tun := testTunnel(ModeWRR, 2)
 		mutate(&tun)
-		if err := d.WriteSender(loIfindex, tun); err == nil {
+		if err := d.WriteSender(tun); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -12,24 +12,42 @@ import (
 // of enum sender_stat and enum receiver_stat (consts.h).
 var (
 	SenderVerdicts = []string{
-		"pass_not_ipv4", "pass_no_tunnel", "pass_not_tunnel", "redirect",
+		"pass_not_ipv4", "pass_no_tunnel", "pass_not_tunnel",
 		"drop_malformed", "drop_no_path", "drop_adjust",
 	}
 	ReceiverVerdicts = []string{
 		"pass_not_ipv4", "pass_not_udp", "pass_other_port", "pass_fragment",
-		"decap", "probe", "drop_truncated", "drop_bad_version", "drop_unknown_tunnel",
+		"drop_truncated", "drop_bad_version", "drop_unknown_tunnel",
 		"drop_bad_path", "drop_bad_inner", "drop_bad_length", "drop_adjust",
 	}
 )
 
-// Verdicts returns both programs' verdict counters, summed over CPUs.
+// Verdicts returns both programs' verdict counters, summed over CPUs, with the verdicts
+// the programs count per path added up: the sender's "redirect" and the receiver's
+// "decap" and "probe".
 func (d *Datapath) Verdicts() (sender, receiver map[string]uint64, err error) {
-	sender, err = sumVerdicts(d.snd.SndVerdicts, SenderVerdicts)
-	if err != nil {
+	if sender, err = sumVerdicts(d.snd.SndVerdicts, SenderVerdicts); err != nil {
 		return nil, nil, err
 	}
-	receiver, err = sumVerdicts(d.rcv.RcvVerdicts, ReceiverVerdicts)
-	return sender, receiver, err
+	if receiver, err = sumVerdicts(d.rcv.RcvVerdicts, ReceiverVerdicts); err != nil {
+		return nil, nil, err
+	}
+	for slot := uint32(0); slot < MaxTunnels; slot++ {
+		sc, err := d.ReadSender(slot)
+		if err != nil {
+			return nil, nil, err
+		}
+		rc, err := d.ReadReceiver(slot, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		for p := range sc.Packets {
+			sender["redirect"] += sc.Packets[p]
+			receiver["decap"] += rc.Paths[p].Packets
+			receiver["probe"] += rc.Paths[p].Probes
+		}
+	}
+	return sender, receiver, nil
 }
 
 func sumVerdicts(m *ebpf.Map, names []string) (map[string]uint64, error) {

@@ -31,25 +31,25 @@ enum plait_mode {
 /* tx_cfg.flags */
 #define TX_F_TELEMETRY 0x1
 
-/* Sender verdicts and drop reasons; names in ebpf/datapath/stats.go must match. */
+/* Sender verdicts and drop reasons; names in ebpf/datapath/stats.go must match. Packets
+ * sent on a path are counted per path (snd_paths), not here. */
 enum sender_stat {
 	SND_PASS_NOT_IPV4,   /* not IPv4 (ARP, IPv6 ...): not ours to touch */
 	SND_PASS_NO_TUNNEL,  /* no tunnel on this device */
 	SND_PASS_NOT_TUNNEL, /* destination outside the tunnel's remote prefix */
-	SND_REDIRECT,        /* encapsulated and sent on a path */
 	SND_DROP_MALFORMED,  /* IPv4 header shorter than its IHL says */
 	SND_DROP_NO_PATH,    /* every path is down */
 	SND_DROP_ADJUST,     /* no room to encapsulate */
 	SND_STAT_MAX,
 };
 
+/* Receiver verdicts and drop reasons. Decapsulated packets and probes are counted per
+ * path (rcv_counters), not here. */
 enum receiver_stat {
 	RCV_PASS_NOT_IPV4,
 	RCV_PASS_NOT_UDP,
 	RCV_PASS_OTHER_PORT,
 	RCV_PASS_FRAGMENT,      /* outer fragment: the stack reassembles, we cannot parse */
-	RCV_DECAP,              /* measured, untagged and passed to the stack */
-	RCV_PROBE,              /* probe measured and consumed */
 	RCV_DROP_TRUNCATED,     /* shorter than the headers it announces */
 	RCV_DROP_BAD_VERSION,
 	RCV_DROP_UNKNOWN_TUNNEL,

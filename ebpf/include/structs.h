@@ -10,12 +10,6 @@
 
 /* ---- sender ---- */
 
-/* tx_dev value: which tunnel a device carries and which copy of its config is live. */
-struct tx_dev {
-	__u32 slot; /* tunnel slot */
-	__u32 gen;  /* live config copy: tx_cfg[slot * 2 + gen] */
-};
-
 struct tx_path {
 	__u32 ifindex;     /* interface the path leaves by */
 	__be32 src_ip;     /* outer source */
@@ -27,7 +21,7 @@ struct tx_path {
 	__u32 delay_ns;    /* edpf: one-way delay estimate */
 };
 
-/* A tunnel's configuration; the agent writes the copy that is not live, then flips gen. */
+/* A tunnel's configuration; the agent writes the copy that is not live, then flips snd_gens. */
 struct tx_cfg {
 	__be32 prefix;   /* remote prefix: inner destinations that are striped */
 	__be32 mask;
@@ -41,11 +35,12 @@ struct tx_cfg {
 	__u8 slots[WRR_SLOTS]; /* wrr: path of each slot */
 };
 
-/* Mutable per-tunnel sender state; survives config flips and agent restarts. */
+/* Mutable per-tunnel sender state, changed with atomics only; survives config flips and
+ * agent restarts. */
 struct tx_state {
-	struct bpf_spin_lock lock; /* guards busy_until */
-	__u32 seq;                 /* next tunnel seq */
-	__u64 counter;             /* rr/wrr position */
+	__u32 seq;     /* next tunnel seq */
+	__u32 pad;
+	__u64 counter; /* rr/wrr position */
 	__u32 path_seq[PLAIT_MAX_PATHS];
 	__u64 busy_until[PLAIT_MAX_PATHS]; /* edpf: when the path's virtual queue drains, ns */
 };
