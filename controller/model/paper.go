@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -230,9 +229,6 @@ func Paper(paths []Path, o PaperOptions) (PaperResult, error) {
 			c, w = f+1/w, w+1/w
 		}
 		before += ci
-	}
-	if !(res.Duration > 0) {
-		return res, errors.New("paper model: the transfer took no time (all delays and serialisation are zero)")
 	}
 	res.Throughput = 8 * o.Bytes / res.Duration // eq. (19)
 	tail := lastCs[len(lastCs)*3/4:]
