@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // TextFormat prints m the way protobuf's C++ TextFormat does (what p4c writes for
