@@ -1,0 +1,152 @@
+// Package model predicts the goodput of one TCP flow striped over several heterogeneous
+// paths. It holds two models:
+//
+//   - Paper: seed 002's analytical model of TCP striped round robin over n links,
+//     eqs. (1)–(24), implemented faithfully as the baseline, with eq. (9) corrected.
+//   - Predict: Plait's predictor for one Linux TCP flow (cubic or BBR) under rr, wrr or
+//     edpf, with window limits, pipelining, drop-tail queues, loss and the reordering
+//     tolerance of SACK/RACK. BestSubset searches it for the path set (and wrr weights)
+//     with the highest predicted goodput; the controller calls it every interval.
+//
+// # The paper's model (Paper)
+//
+// A round i sends C_i segments; segment j goes to link η = ((j−1+Σ_{k<i}C_k) mod n)+1
+// (eq. 2, LinkIndex) and arrives D_{i,j} = (⌊j/n⌋+1)·8s/b_η + d_η after the round starts
+// (eq. 3, ArrivalTime). Assuming every arrival order is equally likely, the next
+// non-duplicate ACK comes after E(T_i) = D_1 + (E'(T) − D_1)/C (eqs. 4–12) and covers
+// F(C_i) = E(A_{i+1}) segments (eqs. 8, 11, 13). RoundWeights gives both exactly;
+// MDist is case I (eqs. 5–6), QDist case II (eq. 9). Slow start adds one segment per
+// round until I_s = W_s − W_l (eq. 14), congestion avoidance 1/w (eqs. 15–16); the
+// iteration sums s·C_k and E(T_k) until E bytes are sent and returns E/T̂ (eqs. 17–19).
+// ADA and ABA are eqs. (22)–(23), Accuracy eq. (24). RoundTimeEq20 and DelayDifference
+// are the paper's expansions (20)–(21), kept to check the algebra.
+//
+// Corrections and choices (MODEL.md):
+//   - Eq. (9), 1 < k < C: the printed factor (C−k−1) is the factorial (C−k−1)!; printed,
+//     the probabilities sum to 15/16 for C = 5. Corrected they equal the exact
+//     distribution of a random permutation, C/((C−1)·k·(k+1)).
+//   - C_i is fractional (F adds harmonic numbers, congestion avoidance 1/w). The round
+//     sends the whole number PaperOptions.Rounding makes of it (default RoundNearest),
+//     used for eqs. (2)–(13) and for the bytes of eq. (17); eq. (16) keeps the fraction.
+//   - C_i = 1 with m_ACK = 2 (the first round, W_l = 1): the factorials are undefined.
+//     Default SingleCaseI extends the paper's own case-I rule (T = D_1, A = 1);
+//     SingleDelayedAck adds the receiver's delayed-ACK timer instead.
+//   - m_ACK ≥ C: the case-I sums would reach (−1)!; the same rule (fewer than m_ACK
+//     in-order segments are acknowledged as they are) gives T = D_m, A = m.
+//   - ⌊j/n⌋+1 as printed (default QueueFloorPlusOne) or ⌈j/n⌉ (QueueCeil).
+//   - E is not given: DefaultBytes = 1 MiB; a lab comparison passes the bytes moved.
+//   - d_l is the forward one-way delay (zero reverse path, as the paper assumes);
+//     FoldReverse uses the round trip of a symmetric path instead.
+//   - Eq. (21) holds for n ≥ 2 only (it takes ⌊1/n⌋ = 0).
+//
+// The model has no loss, no retransmission, no window limit and no pipelining: its
+// per-ACK recursion settles at 2–3 segments per round, so on Mbit/s links with tens of
+// ms of delay it predicts hundreds of kbit/s whatever the bandwidth. It knows only rr.
+//
+// # Plait's predictor (Predict)
+//
+// Inputs per path: wire rate b_i, one-way delay d_i, jitter J_i, loss p_i, drop-tail
+// queue Q_i (all a lab scenario sets and the controller estimates); the split (shares
+// f_i ∝ weights over the used paths); the flow (cc, MSS, per-packet overhead, window W,
+// cwnd clamp, initial window, transfer length). P = MSS + overhead is a wire packet and
+// η = MSS/P the payload share. The flow is solved as a fluid steady state: a window of
+// packets in flight (pipelining), not the paper's round recursion.
+//
+// P1, ACK return. ACKs ride the used paths too; cumulative ACKs and SACK blocks repeat,
+// so news of an arrival comes back over the fastest: d_r = min_i d_i (AckOverPaths), or
+// a fixed reverse delay (AckFixed).
+//
+// P2, capacity of the split. rr and wrr give path i a share f_i of packets whatever the
+// load, so the path with the least rate per share saturates first:
+//
+//	X_cap = min_i b_i / f_i        (rr: n·min b_i; wrr with weights ∝ b_i: Σ b_i)
+//
+// edpf sends each packet where it arrives first, so its paths fill together and deliver
+// in order: one link of rate Σ b_i whose every packet arrives at D = max_i d_i, the
+// faster paths holding the lead D − d_i in their queues. EDPF uses a slower path only
+// while the faster ones are saturated, so Predict follows it path by path in order of
+// first arrival and stops where the window, not capacity, limits; a path whose queue
+// cannot hold its lead (Q_i < (D − d_i)·b_i/8P) ends the set.
+//
+// P3, round trips. R_i = d_i + d_r (edpf: D + d_r). min_rtt m = min R_i; the pipe RTT
+// R̄ = Σ f_i R_i is what each packet spends unacknowledged on average (SACKed packets
+// leave the pipe), and the in-order RTT R̂ = max R_i is how long a byte waits for its
+// cumulative ACK: the slowest path holds the left edge of the window.
+//
+// P4, queues. When the split saturates, the excess window E (packets beyond the pipe
+// X·R̄/8P) sits in the queues of the bottleneck set K (paths with b_k/f_k = X_cap),
+// spread by share, each adding 8P/(F_K·X_cap) seconds per packet (F_K = Σ_K f_k). The
+// queues overflow at E = B = min_K Q_k·F_K/f_k. For edpf the excess spreads by rate over
+// all paths on top of their leads, B = min_i (Q_i − lead_i)·Σb/b_i.
+//
+// P5, window limits at empty queues:
+//
+//	X_rwnd = 8W/(η·R̂)          receive window or send buffer over the in-order RTT
+//	X_cwnd = MaxCwnd·8P/R̄      the congestion window clamp over the pipe RTT
+//	X_bbr  = 7·8P/(R̄ − 2m)     BBR (if R̄ > 2m)
+//
+// BBR caps inflight at 2·BtlBw·m plus a budget of three TSO bursts (≥ 2 segments,
+// or 1 ms of rate) and the probing phase's 2 packets. With SACK the pipe needs X·R̄,
+// more than 2·X·m when one path is much slower than the fastest; the bandwidth estimate
+// then follows the cwnd-limited delivery rate down until the budget alone fills the gap
+// (the rate-proportional 1 ms budget gives X = 8P/(R̄ − 2m − 3 ms) at high rates).
+// If the smallest limit is below X_cap the flow is window-limited: X = that limit, no
+// queue, no overflow loss.
+//
+// P6, saturation. Otherwise the flow runs the split at X_cap. Cubic grows the window
+// until its queue overflows (E = B) unless a window limit stops it first, which leaves a
+// standing queue E < B and no loss. On overflow the window falls to βW_max (β = 0.7,
+// W_max = X_cap·R̄/8P + B) and climbs back along max(cubic W_max − C(K−t)³,
+// Reno-friendly βW_max + αt/R) with C = 0.4, K = ∛(W_max(1−β)/C), α = 3(1−β)/(1+β);
+// averaging min(1, W/BDP) over the cycle gives the utilisation (below 1 for queues
+// shorter than (1−β)/β of the pipe) and averaging (W − BDP)⁺ the mean queue. BBR paces
+// at its bandwidth estimate and keeps no standing queue.
+//
+// P7, random loss. The loss that matters is per packet over the split, p = Σ f_i p_i.
+// Cubic's window under random loss is RFC 8312's max(1.054·(R/p)^¾, √(3/(2p))) segments,
+// X_loss = W_p·8P/R; the flow runs at the smaller of X_loss and P6. BBR v1 does not back
+// off for loss below its tolerance; every lost packet is sent again, so both lose the
+// factor (1 − p) of goodput.
+//
+// P8, reordering and RACK. A packet on path i arrives a_i = R_i + q_i after it is sent
+// (q_i its mean queueing); it is late behind path j by s_i = max_j (a_i + J_i − a_j + J_j),
+// and the skew is max s_i. Linux (tcp_recovery = 1, SACK, DSACK) marks a packet lost
+// when a later-sent one was delivered and it is still missing reo_wnd later; reo_wnd
+// starts at m/4 and grows by m/4 per round trip that brings a DSACK, up to srtt ≈ R̄ + q̄
+// (tcp_max_reordering's dupthresh no longer decides once reordering has been seen).
+// Undo by DSACK and timestamps (Eifel) restores the window after a spurious recovery,
+// so what spurious retransmissions cost is capacity, modelled as a fraction r of
+// segments sent twice:
+//
+//	s_i ≤ m/4:          nothing
+//	m/4 < s_i ≤ srtt:   learnt after ⌈s_i/(m/4)⌉ − 1 DSACK rounds, each resending path
+//	                    i's share; relearnt after 16 recoveries without DSACK, so
+//	                    r_i = f_i·min(1, (⌈s_i/(m/4)⌉ − 1)·srtt·λ/16), λ = loss events/s
+//	s_i > srtt:         never learnt: r_i = f_i, every packet of path i resent
+//
+// StaticReoWnd keeps reo_wnd at m/4. The reordered ratio (RFC 4737) and mean extent
+// count the packets of faster paths sent within a packet's lateness, Σ_j f_j·X/8P·(a_i −
+// a_j)⁺, with ratio 1 − e^(−extent). A queue on a bottleneck path adds to its lateness:
+// this is why rr over unequal rates is worse than its capacity bound under cubic.
+//
+// P9, goodput. Spurious retransmissions use capacity but not window:
+//
+//	G = η·(1 − p)·min(X, X_sat/(1 + r))
+//
+// with X_sat the saturated rate of P6 (X_cap·utilisation). For a transfer of length T
+// (TCP.Duration) slow start doubles from the initial window every srtt up to the steady
+// window X·srtt/8P, and G_T = (ramp bytes + G·(T − t_ss))/T.
+//
+// # Choosing paths (BestSubset)
+//
+// With ≤ 8 paths all 255 subsets are predicted (wrr also with the slowest path's weight
+// halved and quartered). The paper's rule, more links are not always better when delay
+// asymmetry is large, falls out of P3–P8: a slow path raises the in-order RTT R̂ (window
+// limits), the pipe R̄ (BBR's cap) and the skew (RACK), and under rr its low rate per
+// share caps the whole split.
+//
+// # Plots
+//
+// plot.py (embedded as PlotScript) draws the sweeps of `plait model sweep` with the
+// system python3 and matplotlib: `python3 - data.json out.png` with the script on stdin.
+package model
