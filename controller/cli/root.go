@@ -47,6 +47,8 @@ matched to the paths' capacity and delay.`,
 	})
 	root.AddCommand(
 		newVersionCmd(),
+		newSwitchCmd(),
+		newLinkCmd(),
 	)
 	return root
 }

@@ -8,8 +8,8 @@ package p4info
 import (
 	"fmt"
 
-	"github.com/plait/plait/p4"
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	"github.com/plait/plait/p4"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 )

@@ -7,10 +7,10 @@ import (
 	"io"
 	"testing"
 
-	"github.com/plait/plait/controller/p4info"
-	"github.com/plait/plait/controller/p4switch"
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"github.com/plait/plait/controller/p4info"
+	"github.com/plait/plait/controller/p4switch"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
