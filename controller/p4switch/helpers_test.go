@@ -2,13 +2,17 @@ package p4switch_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"github.com/plait/plait/controller/p4info"
 	"github.com/plait/plait/controller/p4switch"
+	"github.com/plait/plait/internal/nstest"
+	"github.com/vishvananda/netns"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -25,12 +29,21 @@ type rig struct {
 
 func newRig(t testing.TB, n int, opts ...p4switch.Option) *rig {
 	t.Helper()
-	r := &rig{ports: map[uint16]*p4switch.MemPort{}, info: p4info.Default()}
+	ports := map[uint16]*p4switch.MemPort{}
 	for i := 1; i <= n; i++ {
 		mp := p4switch.NewMemPort("mem" + string(rune('0'+i)))
-		r.ports[uint16(i)] = mp
+		ports[uint16(i)] = mp
 		opts = append(opts, p4switch.WithPort(uint16(i), mp, p4switch.LinkParams{}))
 	}
+	r := newRigWith(t, opts...)
+	r.ports = ports
+	return r
+}
+
+// newRigWith serves a switch built from opts over gRPC on a loopback socket.
+func newRigWith(t testing.TB, opts ...p4switch.Option) *rig {
+	t.Helper()
+	r := &rig{ports: map[uint16]*p4switch.MemPort{}, info: p4info.Default()}
 	sw, err := p4switch.New(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -154,5 +167,42 @@ func (r *rig) noFrame(t testing.TB) {
 			t.Errorf("unexpected frame on port %d: %x", n, f)
 		default:
 		}
+	}
+}
+
+// inNS runs f on a thread inside ns and then moves the thread back. nstest.NS.Do leaves
+// the thread in the namespace until it exits, and when that thread is the process's main
+// thread, the namespace keeps the test process as a member and nstest's cleanup kills it.
+func inNS(t testing.TB, ns *nstest.NS, f func() error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := netns.GetFromPath(ns.Path())
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			errc <- err
+			return
+		}
+		ferr := f()
+		if err := netns.Set(orig); err != nil {
+			errc <- fmt.Errorf("return to the original namespace: %w", err) // thread stays locked and dies
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("in %s: %v", ns.Name, err)
 	}
 }
