@@ -49,6 +49,7 @@ matched to the paths' capacity and delay.`,
 		newVersionCmd(),
 		newSwitchCmd(),
 		newLinkCmd(),
+		newModelCmd(),
 	)
 	return root
 }

@@ -109,13 +109,13 @@ func (o PaperOptions) validate() error {
 
 // PaperResult is the outcome of the paper's iteration, eqs. (17)–(19).
 type PaperResult struct {
-	Throughput float64 // E/T̂ in bit/s
-	Duration   float64 // T̂ in seconds, eq. (18)
-	Bytes      float64 // s·ΣC_k, eq. (17), the first sum to reach E
-	Rounds     int
+	Throughput float64 `json:"throughput_bps"` // E/T̂
+	Duration   float64 `json:"duration_s"`     // T̂, eq. (18)
+	Bytes      float64 `json:"bytes"`          // s·ΣC_k, eq. (17), the first sum to reach E
+	Rounds     int     `json:"rounds"`
 	// SteadyC is the mean number of segments per round over the last quarter of the
 	// rounds: where the recursion settles (2–3 for m_ACK = 2).
-	SteadyC float64
+	SteadyC float64 `json:"steady_c"`
 }
 
 // LinkIndex is eq. (2): the 1-based link of the j-th segment of a round when the rounds

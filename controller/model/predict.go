@@ -38,7 +38,7 @@ type lanes struct {
 // Predict returns the predicted goodput and behaviour of one Linux TCP flow striped over
 // paths by split. See the package documentation for the equations.
 func Predict(paths []Path, split Split, tcp TCP) (Prediction, error) {
-	tcp = tcp.withDefaults()
+	tcp = tcp.WithDefaults()
 	if err := validatePaths(paths); err != nil {
 		return Prediction{}, fmt.Errorf("predict: %w", err)
 	}

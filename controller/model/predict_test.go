@@ -318,3 +318,33 @@ func TestBestSubset(t *testing.T) {
 		t.Error("too many paths accepted")
 	}
 }
+
+// Modes, congestion controls and ACK paths survive JSON, which the CLI and the controller
+// exchange.
+func TestTextRoundTrip(t *testing.T) {
+	for _, m := range []Mode{RR, WRR, EDPF} {
+		b, _ := m.MarshalText()
+		var back Mode
+		if err := back.UnmarshalText(b); err != nil || back != m {
+			t.Errorf("mode %v: %q back to %v, %v", m, b, back, err)
+		}
+	}
+	for _, c := range []CC{Cubic, BBR} {
+		b, _ := c.MarshalText()
+		var back CC
+		if err := back.UnmarshalText(b); err != nil || back != c {
+			t.Errorf("cc %v: %q back to %v, %v", c, b, back, err)
+		}
+	}
+	for _, a := range []AckPath{AckOverPaths, AckFixed} {
+		b, _ := a.MarshalText()
+		var back AckPath
+		if err := back.UnmarshalText(b); err != nil || back != a {
+			t.Errorf("ack path %v: %q back to %v, %v", a, b, back, err)
+		}
+	}
+	var m Mode
+	if err := m.UnmarshalText([]byte("spray")); err == nil {
+		t.Error("mode spray accepted")
+	}
+}

@@ -23,7 +23,7 @@ type Choice struct {
 // the highest-delay path's weight halved and quartered. Ties go to the smaller set, then
 // to the earlier candidate, so an unchanged input gives an unchanged answer.
 func BestSubset(paths []Path, mode Mode, tcp TCP) (Choice, error) {
-	tcp = tcp.withDefaults()
+	tcp = tcp.WithDefaults()
 	if err := validatePaths(paths); err != nil {
 		return Choice{}, fmt.Errorf("best subset: %w", err)
 	}

@@ -86,6 +86,12 @@ func (m Mode) String() string {
 // MarshalText makes modes readable in JSON.
 func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
+// UnmarshalText reads what MarshalText writes.
+func (m *Mode) UnmarshalText(b []byte) (err error) {
+	*m, err = ParseMode(string(b))
+	return err
+}
+
 // ParseMode reads rr, wrr or edpf.
 func ParseMode(s string) (Mode, error) {
 	for i, n := range modeNames {
@@ -125,6 +131,12 @@ func (c CC) String() string {
 // MarshalText makes congestion controls readable in JSON.
 func (c CC) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
+// UnmarshalText reads what MarshalText writes.
+func (c *CC) UnmarshalText(b []byte) (err error) {
+	*c, err = ParseCC(string(b))
+	return err
+}
+
 // ParseCC reads cubic or bbr.
 func ParseCC(s string) (CC, error) {
 	for i, n := range ccNames {
@@ -137,6 +149,27 @@ func ParseCC(s string) (CC, error) {
 
 // AckPath says how ACKs come back to the sender.
 type AckPath int
+
+// MarshalText makes the ACK path readable in JSON.
+func (a AckPath) MarshalText() ([]byte, error) {
+	if a == AckFixed {
+		return []byte("fixed"), nil
+	}
+	return []byte("over-paths"), nil
+}
+
+// UnmarshalText reads what MarshalText writes.
+func (a *AckPath) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "fixed":
+		*a = AckFixed
+	case "over-paths":
+		*a = AckOverPaths
+	default:
+		return fmt.Errorf("unknown ACK path %q: use over-paths or fixed", b)
+	}
+	return nil
+}
 
 const (
 	// AckOverPaths: ACKs are striped over the used paths like the data (Plait's tunnel
@@ -160,23 +193,24 @@ const (
 
 // TCP describes the one flow. The zero value is a Linux cubic flow with default buffers.
 type TCP struct {
-	CC       CC
-	MSS      int // payload bytes per segment; DefaultMSS
-	Overhead int // wire bytes per segment besides payload; DefaultOverhead
+	CC       CC  `json:"cc"`
+	MSS      int `json:"mss"`      // payload bytes per segment; DefaultMSS
+	Overhead int `json:"overhead"` // wire bytes per segment besides payload; DefaultOverhead
 	// Window bounds the unacknowledged span snd_una…snd_nxt in bytes: the smaller of the
 	// receive window and what the send buffer holds. DefaultWindow.
-	Window   int
-	MaxCwnd  int           // congestion window clamp in segments; 0: none
-	InitCwnd int           // segments; DefaultInitCwnd
-	Duration time.Duration // length of the transfer, for its slow-start ramp; 0: steady state
-	AckPath  AckPath
-	AckDelay time.Duration // reverse one-way delay for AckFixed
+	Window   int           `json:"window"`
+	MaxCwnd  int           `json:"max_cwnd,omitempty"` // congestion window clamp in segments; 0: none
+	InitCwnd int           `json:"init_cwnd"`          // segments; DefaultInitCwnd
+	Duration time.Duration `json:"duration_ns"`        // transfer length, for its slow-start ramp; 0: steady state
+	AckPath  AckPath       `json:"ack_path"`
+	AckDelay time.Duration `json:"ack_delay_ns,omitempty"` // reverse one-way delay for AckFixed
 	// StaticReoWnd keeps RACK's reordering window at min_rtt/4 (tcp_recovery bit 0x2, or
 	// tcp_dsack = 0): no growth on DSACK.
-	StaticReoWnd bool
+	StaticReoWnd bool `json:"static_reo_wnd"`
 }
 
-func (t TCP) withDefaults() TCP {
+// WithDefaults fills the zero fields with their defaults.
+func (t TCP) WithDefaults() TCP {
 	if t.MSS == 0 {
 		t.MSS = DefaultMSS
 	}

@@ -43,12 +43,12 @@ type Scenario struct {
 
 // Path is one emulated path.
 type Path struct {
-	Name   string
-	Rate   float64       // bit/s
-	Delay  time.Duration // one-way, each direction
-	Jitter time.Duration
-	Loss   float64 // fraction of packets, 0 ≤ Loss < 1
-	Queue  int     // drop-tail limit in packets
+	Name   string        `json:"name"`
+	Rate   float64       `json:"rate_bps"`
+	Delay  time.Duration `json:"delay_ns"` // one-way, each direction
+	Jitter time.Duration `json:"jitter_ns"`
+	Loss   float64       `json:"loss"`  // fraction of packets, 0 ≤ Loss < 1
+	Queue  int           `json:"queue"` // drop-tail limit in packets
 }
 
 // Traffic is what runs over the paths.
