@@ -50,7 +50,14 @@ matched to the paths' capacity and delay.`,
 		newSwitchCmd(),
 		newLinkCmd(),
 		newModelCmd(),
+		newAgentCmd(),
+		newTunnelCmd(),
+		newWeightsCmd(),
+		newModeCmd(),
+		newPathCmd(),
+		newStatsCmd(),
 	)
+	addClientFlags(root)
 	return root
 }
 

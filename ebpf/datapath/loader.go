@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -224,6 +225,35 @@ func (d *Datapath) Attached(h Hook, ifindex int) bool {
 	}
 	_, err := os.Stat(filepath.Join(d.pinDir, name))
 	return err == nil
+}
+
+// Attachments lists the interfaces a hook's program is attached to.
+func (d *Datapath) Attachments(h Hook) []int {
+	prefix := "link-" + string(h) + "-"
+	seen := map[int]bool{}
+	for name := range d.links {
+		var ifindex int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(name, prefix), "%d", &ifindex); err == nil && strings.HasPrefix(name, prefix) {
+			seen[ifindex] = true
+		}
+	}
+	if d.pinDir != "" {
+		entries, _ := os.ReadDir(d.pinDir)
+		for _, e := range entries {
+			var ifindex int
+			if strings.HasPrefix(e.Name(), prefix) {
+				if _, err := fmt.Sscanf(strings.TrimPrefix(e.Name(), prefix), "%d", &ifindex); err == nil {
+					seen[ifindex] = true
+				}
+			}
+		}
+	}
+	var out []int
+	for i := range seen {
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // existingLink returns the attachment called name, or nil when there is none. Pinned

@@ -419,7 +419,7 @@ func TestReceiverRandomAndMutatedPackets(t *testing.T) {
 			}
 		}
 	}
-	_, got, err := d.Verdicts()
+	_, got, err := d.Verdicts([]uint32{3, rxSlot})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -258,7 +258,7 @@ func TestSenderPassesOtherTraffic(t *testing.T) {
 	if ret, out := run(t, senderProg(t, d, 3), in); ret != tcActOK || !bytes.Equal(out, in) {
 		t.Errorf("removed tunnel: verdict %d; want untouched pass", ret)
 	}
-	snd, _, err := d.Verdicts()
+	snd, _, err := d.Verdicts([]uint32{3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,16 +23,16 @@ var (
 )
 
 // Verdicts returns both programs' verdict counters, summed over CPUs, with the verdicts
-// the programs count per path added up: the sender's "redirect" and the receiver's
-// "decap" and "probe".
-func (d *Datapath) Verdicts() (sender, receiver map[string]uint64, err error) {
+// the programs count per path added up over the given tunnel slots: the sender's
+// "redirect" and the receiver's "decap" and "probe".
+func (d *Datapath) Verdicts(slots []uint32) (sender, receiver map[string]uint64, err error) {
 	if sender, err = sumVerdicts(d.snd.SndVerdicts, SenderVerdicts); err != nil {
 		return nil, nil, err
 	}
 	if receiver, err = sumVerdicts(d.rcv.RcvVerdicts, ReceiverVerdicts); err != nil {
 		return nil, nil, err
 	}
-	for slot := uint32(0); slot < MaxTunnels; slot++ {
+	for _, slot := range slots {
 		sc, err := d.ReadSender(slot)
 		if err != nil {
 			return nil, nil, err

@@ -90,21 +90,29 @@ func New(t testing.TB, name string) *NS {
 	return ns
 }
 
-// killAll kills every process in the namespace and waits for them to go.
+// killAll kills every process in the namespace and waits for them to go. The test
+// process itself can show up: Do may have run on the main thread, which Go then retires
+// inside the namespace instead of reusing.
 func killAll(name string) {
-	out, _ := exec.Command("ip", "netns", "pids", name).Output()
-	pids := strings.Fields(string(out))
-	for _, p := range pids {
-		if pid, err := strconv.Atoi(p); err == nil {
-			if proc, err := os.FindProcess(pid); err == nil {
-				proc.Kill()
+	pids := func() []int {
+		out, _ := exec.Command("ip", "netns", "pids", name).Output()
+		var pids []int
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+				pids = append(pids, pid)
 			}
 		}
+		return pids
 	}
-	for i := 0; i < 50 && len(pids) > 0; i++ {
-		out, _ = exec.Command("ip", "netns", "pids", name).Output()
-		pids = strings.Fields(string(out))
+	left := pids()
+	for _, pid := range left {
+		if proc, err := os.FindProcess(pid); err == nil {
+			proc.Kill()
+		}
+	}
+	for i := 0; i < 50 && len(left) > 0; i++ {
 		time.Sleep(20 * time.Millisecond)
+		left = pids()
 	}
 }
 

@@ -1,0 +1,405 @@
+// Package agent is the Plait host agent: it owns a host's tunnels, loads and attaches the
+// eBPF datapath, keeps its maps in step with the configuration, turns the datapath's
+// counters into per-path measurements, and serves all of it over gRPC on a Unix socket.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/ebpf/datapath"
+)
+
+// Agent is the core the daemon, the tests and the lab embed.
+type Agent struct {
+	opts options
+	dp   *datapath.Datapath
+
+	mu      sync.Mutex
+	tunnels map[uint32]*tunnel // by tunnel id
+	stats   *sampler
+}
+
+type options struct {
+	pinDir         string
+	stateFile      string
+	sampleInterval time.Duration
+	resolveTimeout time.Duration
+	log            *slog.Logger
+}
+
+// Option configures an Agent.
+type Option func(*options)
+
+// WithPinDir sets where maps and links are pinned (default: per network namespace under
+// /sys/fs/bpf/plait).
+func WithPinDir(dir string) Option { return func(o *options) { o.pinDir = dir } }
+
+// WithStateFile sets where the configuration is kept across restarts.
+func WithStateFile(path string) Option { return func(o *options) { o.stateFile = path } }
+
+// WithSampleInterval sets how often the datapath's counters are read (default 25 ms).
+func WithSampleInterval(d time.Duration) Option { return func(o *options) { o.sampleInterval = d } }
+
+// WithResolveTimeout bounds how long a path's next hop may take to resolve (default 3 s).
+func WithResolveTimeout(d time.Duration) Option { return func(o *options) { o.resolveTimeout = d } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// DefaultDirs returns the pin directory and state file for the calling thread's network
+// namespace, so that agents in different namespaces sharing /sys/fs/bpf never collide.
+func DefaultDirs() (pinDir, stateFile string, err error) {
+	fi, err := os.Stat("/proc/thread-self/ns/net")
+	if err != nil {
+		return "", "", fmt.Errorf("identify network namespace: %w", err)
+	}
+	id := fmt.Sprintf("netns-%d", inode(fi))
+	return filepath.Join("/sys/fs/bpf/plait", id), filepath.Join("/run/plait", id, "state.json"), nil
+}
+
+// New loads the datapath (reusing pinned maps and links) and restores the saved
+// configuration, so a restarted agent carries on where the last one stopped.
+func New(opts ...Option) (*Agent, error) {
+	o := options{sampleInterval: 25 * time.Millisecond, resolveTimeout: 3 * time.Second, log: slog.Default()}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.pinDir == "" || o.stateFile == "" {
+		pin, state, err := DefaultDirs()
+		if err != nil {
+			return nil, err
+		}
+		o.pinDir = cmpOr(o.pinDir, pin)
+		o.stateFile = cmpOr(o.stateFile, state)
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the agent needs root (CAP_BPF and CAP_NET_ADMIN) to load eBPF and configure interfaces: run it with sudo")
+	}
+	dp, err := datapath.Load(o.pinDir)
+	if err != nil {
+		return nil, fmt.Errorf("load the eBPF datapath: %w", err)
+	}
+	a := &Agent{opts: o, dp: dp, tunnels: map[uint32]*tunnel{}}
+	a.stats = newSampler(a)
+	if err := a.restore(); err != nil {
+		dp.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Close releases the agent's handles. The datapath keeps running from its pins.
+func (a *Agent) Close() error { return a.dp.Close() }
+
+// Run samples the datapath and probes idle paths until ctx ends.
+func (a *Agent) Run(ctx context.Context) {
+	tick := time.NewTicker(a.opts.sampleInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			a.stats.sample()
+		}
+	}
+}
+
+// Configure creates or replaces a tunnel.
+func (a *Agent) Configure(_ context.Context, req *pb.TunnelConfig) (*pb.Tunnel, error) {
+	t, err := resolve(req, a.opts.resolveTimeout)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.tunnels[t.cfg.Id]
+	for id, other := range a.tunnels {
+		if id != t.cfg.Id && other.cfg.Device == t.cfg.Device {
+			return nil, invalid("device %s already carries tunnel %d: give this tunnel its own device", t.cfg.Device, id)
+		}
+	}
+	if err := a.checkPorts(t); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		t.slot, t.gen = old.slot, old.gen
+		// Reconfiguring keeps what operators and the controller set on paths that stay.
+		for _, p := range t.paths {
+			if _, op, err := old.pathByName(p.cfg.Name); err == nil {
+				p.up, p.est = op.up, op.est
+			}
+		}
+	} else if t.slot, err = a.freeSlot(); err != nil {
+		return nil, err
+	}
+	if err := a.apply(t, old == nil); err != nil {
+		return nil, err
+	}
+	a.tunnels[t.cfg.Id] = t
+	if old != nil {
+		a.detachUnused()
+	}
+	a.stats.forget(t.cfg.Id)
+	return t.proto(), a.save()
+}
+
+func (a *Agent) checkPorts(t *tunnel) error {
+	ports := map[uint32]bool{t.cfg.Port: true}
+	for id, o := range a.tunnels {
+		if id != t.cfg.Id {
+			ports[o.cfg.Port] = true
+		}
+	}
+	if len(ports) > 4 {
+		return invalid("tunnels on this host would use %d different UDP ports; the receiver takes at most 4", len(ports))
+	}
+	return nil
+}
+
+func (a *Agent) freeSlot() (uint32, error) {
+	used := map[uint32]bool{}
+	for _, t := range a.tunnels {
+		used[t.slot] = true
+	}
+	for s := uint32(0); s < datapath.MaxTunnels; s++ {
+		if !used[s] {
+			return s, nil
+		}
+	}
+	return 0, status.Errorf(codes.ResourceExhausted, "all %d tunnel slots are in use: remove a tunnel first", datapath.MaxTunnels)
+}
+
+// apply brings the kernel in line with t: device, attachments, then the maps the programs
+// read, the sender's configuration last so that it never points at a path not yet ready.
+func (a *Agent) apply(t *tunnel, fresh bool) error {
+	dev, err := ensureTunnelDevice(t.cfg.Device, t.addr, t.remote, t.mtu)
+	if err != nil {
+		return status.Errorf(codes.FailedPrecondition, "%v", err)
+	}
+	for _, p := range t.paths {
+		if err := looseRPFilter(p.cfg.Interface); err != nil {
+			return status.Errorf(codes.FailedPrecondition, "%v", err)
+		}
+		if err := a.dp.AttachReceiver(p.ifindex); err != nil {
+			return status.Errorf(codes.FailedPrecondition, "path %q: %v", p.cfg.Name, err)
+		}
+	}
+	if fresh {
+		if err := errors.Join(a.dp.ResetSender(t.slot), a.dp.ResetReceiver(t.slot)); err != nil {
+			return status.Errorf(codes.Internal, "%v", err)
+		}
+	}
+	if err := a.dp.SetReceivePorts(a.ports(t)); err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
+	}
+	if err := a.dp.SetReceiver(uint16(t.cfg.Id), t.slot, 0); err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
+	}
+	if err := a.writeSender(t); err != nil {
+		return err
+	}
+	if err := a.dp.AttachSender(dev.Attrs().Index, t.slot); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "tunnel device %s: %v", t.cfg.Device, err)
+	}
+	return nil
+}
+
+func (a *Agent) writeSender(t *tunnel) error {
+	if err := a.dp.WriteSender(t.datapath()); err != nil {
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	t.gen++
+	return nil
+}
+
+func (a *Agent) ports(t *tunnel) []uint16 {
+	set := map[uint16]bool{uint16(t.cfg.Port): true}
+	for id, o := range a.tunnels {
+		if id != t.cfg.Id {
+			set[uint16(o.cfg.Port)] = true
+		}
+	}
+	var ports []uint16
+	for p := range set {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+// detachUnused removes the receiver from interfaces no tunnel uses any more.
+func (a *Agent) detachUnused() {
+	inUse := map[int]bool{}
+	for _, t := range a.tunnels {
+		for _, p := range t.paths {
+			inUse[p.ifindex] = true
+		}
+	}
+	for _, ifindex := range a.savedReceivers() {
+		if !inUse[ifindex] {
+			if err := a.dp.Detach(datapath.HookReceiver, ifindex); err != nil {
+				a.opts.log.Warn("detach receiver", "ifindex", ifindex, "err", err)
+			}
+		}
+	}
+}
+
+// RemoveTunnel stops a tunnel: its device's traffic passes untouched and its packets are
+// no longer accepted. The device itself is left for the operator.
+func (a *Agent) RemoveTunnel(_ context.Context, ref *pb.TunnelRef) (*pb.Empty, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, err := a.tunnel(ref.Id)
+	if err != nil {
+		return nil, err
+	}
+	errs := []error{a.dp.RemoveSender(t.slot), a.dp.RemoveReceiver(uint16(t.cfg.Id))}
+	if l, err := linkByName(t.cfg.Device); err == nil {
+		errs = append(errs, a.dp.Detach(datapath.HookSender, l.Attrs().Index))
+	}
+	delete(a.tunnels, ref.Id)
+	a.detachUnused()
+	a.stats.forget(ref.Id)
+	if err := errors.Join(errs...); err != nil {
+		return nil, status.Errorf(codes.Internal, "remove tunnel %d: %v", ref.Id, err)
+	}
+	return &pb.Empty{}, a.save()
+}
+
+// ListTunnels describes every tunnel.
+func (a *Agent) ListTunnels(context.Context, *pb.Empty) (*pb.ListTunnelsResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := &pb.ListTunnelsResponse{}
+	for _, id := range a.ids() {
+		out.Tunnels = append(out.Tunnels, a.tunnels[id].proto())
+	}
+	return out, nil
+}
+
+func (a *Agent) ids() []uint32 {
+	var ids []uint32
+	for id := range a.tunnels {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (a *Agent) tunnel(id uint32) (*tunnel, error) {
+	if t, ok := a.tunnels[id]; ok {
+		return t, nil
+	}
+	if id == 0 && len(a.tunnels) == 1 {
+		for _, t := range a.tunnels {
+			return t, nil
+		}
+	}
+	if id == 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "this host has %d tunnels: say which one", len(a.tunnels))
+	}
+	return nil, status.Errorf(codes.NotFound, "no tunnel %d on this host", id)
+}
+
+// update changes a tunnel through f, which must leave it valid or return an error; on
+// error nothing changes, on success the datapath flips to the new configuration.
+func (a *Agent) update(id uint32, f func(t *tunnel) error) (*pb.Tunnel, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, err := a.tunnel(id)
+	if err != nil {
+		return nil, err
+	}
+	next := t.clone()
+	if err := f(next); err != nil {
+		return nil, err
+	}
+	if err := a.writeSender(next); err != nil {
+		return nil, err
+	}
+	a.tunnels[next.cfg.Id] = next
+	return next.proto(), a.save()
+}
+
+func (t *tunnel) clone() *tunnel {
+	c := *t
+	c.cfg = proto.Clone(t.cfg).(*pb.TunnelConfig)
+	c.paths = make([]*path, len(t.paths))
+	for i, p := range t.paths {
+		cp := *p
+		cp.est = proto.Clone(p.est).(*pb.PathEstimate)
+		c.paths[i] = &cp
+	}
+	return &c
+}
+
+// SetWeights sets the wrr weights, one per path.
+func (a *Agent) SetWeights(_ context.Context, req *pb.SetWeightsRequest) (*pb.Tunnel, error) {
+	return a.update(req.TunnelId, func(t *tunnel) error {
+		if err := datapath.CheckWeights(req.Weights, len(t.paths)); err != nil {
+			return invalid("%v", err)
+		}
+		t.cfg.Weights = slices.Clone(req.Weights)
+		return nil
+	})
+}
+
+// SetMode sets the scheduler.
+func (a *Agent) SetMode(_ context.Context, req *pb.SetModeRequest) (*pb.Tunnel, error) {
+	return a.update(req.TunnelId, func(t *tunnel) error {
+		if _, ok := pb.Mode_name[int32(req.Mode)]; !ok || req.Mode == pb.Mode_MODE_UNSPECIFIED {
+			return invalid("unknown mode %d: use rr, wrr or edpf", req.Mode)
+		}
+		if req.Mode == pb.Mode_MODE_EDPF && !slices.ContainsFunc(t.paths, func(p *path) bool { return p.up && p.est.RateBps > 0 }) {
+			return status.Errorf(codes.FailedPrecondition, "edpf needs a rate estimate for at least one path that is up: set estimates first (or run the controller)")
+		}
+		t.cfg.Mode = req.Mode
+		return nil
+	})
+}
+
+// SetPathState marks a path up or down; a path that is down gets no packets.
+func (a *Agent) SetPathState(_ context.Context, req *pb.SetPathStateRequest) (*pb.Tunnel, error) {
+	return a.update(req.TunnelId, func(t *tunnel) error {
+		_, p, err := t.pathByName(req.Path)
+		if err != nil {
+			return err
+		}
+		p.up = req.Up
+		return nil
+	})
+}
+
+// SetPathEstimates feeds edpf each path's rate and one-way delay.
+func (a *Agent) SetPathEstimates(_ context.Context, req *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
+	return a.update(req.TunnelId, func(t *tunnel) error {
+		if err := checkEstimates(req.Estimates, len(t.paths)); err != nil {
+			return err
+		}
+		for i, p := range t.paths {
+			p.est = proto.Clone(req.Estimates[i]).(*pb.PathEstimate)
+		}
+		return nil
+	})
+}

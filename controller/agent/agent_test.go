@@ -1,0 +1,295 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/nstest"
+)
+
+// pair is two hosts joined by n veth paths on subnets 10.0.i.0/24, each host running an
+// agent core in its own namespace.
+type pair struct {
+	h1, h2 *nstest.NS
+	a1, a2 *Agent
+	pinDir string
+}
+
+func newPair(t *testing.T, n int) *pair {
+	t.Helper()
+	p := &pair{h1: nstest.New(t, "h1"), h2: nstest.New(t, "h2")}
+	for i := 1; i <= n; i++ {
+		dev := fmt.Sprintf("eth%d", i)
+		nstest.Veth(t, p.h1, dev, p.h2, dev)
+		p.h1.Addr(dev, fmt.Sprintf("10.0.%d.1/24", i))
+		p.h2.Addr(dev, fmt.Sprintf("10.0.%d.2/24", i))
+		// The unstriped baseline and the striped tunnel see the same offloads.
+		p.h1.Offloads(dev, false)
+		p.h2.Offloads(dev, false)
+	}
+	p.pinDir = filepath.Join("/sys/fs/bpf/plait", filepath.Base(p.h1.Name))
+	p.a1 = p.start(t, p.h1, "h1")
+	p.a2 = p.start(t, p.h2, "h2")
+	return p
+}
+
+func (p *pair) start(t *testing.T, ns *nstest.NS, name string) *Agent {
+	t.Helper()
+	pin := filepath.Join("/sys/fs/bpf/plait", ns.Name)
+	state := filepath.Join(t.TempDir(), name+".json")
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	var a *Agent
+	err := ns.Do(func() (err error) {
+		a, err = New(WithPinDir(pin), WithStateFile(state), WithLogger(slog.New(slog.DiscardHandler)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	runSampler(t, ns, a)
+	return a
+}
+
+// runSampler runs the agent's sampling loop on a thread inside its namespace, as the
+// daemon does, until the test ends.
+func runSampler(t *testing.T, ns *nstest.NS, a *Agent) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ns.Do(func() error { a.Run(ctx); return nil })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// run calls f with the namespace of the agent's host entered, as the daemon would run.
+func run[T any](t *testing.T, ns *nstest.NS, f func() (T, error)) (T, error) {
+	var out T
+	err := ns.Do(func() (err error) {
+		out, err = f()
+		return err
+	})
+	return out, err
+}
+
+func tunnelConfig(local, remote string, n int, weights ...float64) *pb.TunnelConfig {
+	c := &pb.TunnelConfig{Id: 7, Device: "plait0", Address: "10.99.0." + local + "/24", Weights: weights}
+	for i := 1; i <= n; i++ {
+		c.Paths = append(c.Paths, &pb.PathConfig{
+			Name: fmt.Sprintf("p%d", i), Interface: fmt.Sprintf("eth%d", i), RemoteAddr: fmt.Sprintf("10.0.%d.%s", i, remote),
+		})
+	}
+	return c
+}
+
+func (p *pair) configure(t *testing.T, weights ...float64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tunnelConfig("1", "2", 3, weights...)) }); err != nil {
+		t.Fatalf("configure h1: %v", err)
+	}
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, tunnelConfig("2", "1", 3)) }); err != nil {
+		t.Fatalf("configure h2: %v", err)
+	}
+}
+
+func sample(t *testing.T, ns *nstest.NS, a *Agent) {
+	t.Helper()
+	ns.Do(func() error { a.stats.sample(); return nil })
+}
+
+func stats(t *testing.T, ns *nstest.NS, a *Agent, window time.Duration) *pb.TunnelStats {
+	t.Helper()
+	sample(t, ns, a)
+	st, err := run(t, ns, func() (*pb.Stats, error) {
+		return a.GetStats(context.Background(), &pb.StatsRequest{IntervalMs: uint32(window.Milliseconds())})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Tunnels[0]
+}
+
+func TestTunnelCarriesPingAndKeepsOtherTrafficApart(t *testing.T) {
+	p := newPair(t, 3)
+	p.configure(t, 1, 1, 1)
+	p.h1.Run("ping", "-c", "30", "-i", "0.01", "-W", "2", "10.99.0.2")
+	// Non-tunnel traffic on a path interface passes both programs untouched.
+	p.h1.Run("ping", "-c", "3", "-W", "2", "10.0.2.2")
+
+	st := stats(t, p.h1, p.a1, 5*time.Second)
+	for _, ps := range st.Paths {
+		if ps.TxPackets < 9 || ps.RxPackets < 9 {
+			t.Errorf("path %s: sent %d, received %d echo packets; want about 10 each way", ps.Name, ps.TxPackets, ps.RxPackets)
+		}
+		if ps.Lost != 0 {
+			t.Errorf("path %s lost %d", ps.Name, ps.Lost)
+		}
+	}
+}
+
+func TestIperfSharesFollowWeightsAndSurvivePathDown(t *testing.T) {
+	p := newPair(t, 3)
+	p.configure(t, 1, 2, 3)
+	p.h2.Start("iperf3", "-s", "-1")
+	time.Sleep(200 * time.Millisecond)
+
+	// A non-tunnel ping runs throughout, on the path that will go down.
+	ping, pingOut := p.h1.Start("ping", "-i", "0.1", "-W", "1", "10.0.2.2")
+	iperf, iperfOut := p.h1.Start("iperf3", "-c", "10.99.0.2", "-t", "10", "-i", "1", "-C", "cubic")
+
+	time.Sleep(5 * time.Second)
+	st := stats(t, p.h1, p.a1, 4*time.Second)
+	var total float64
+	for _, ps := range st.Paths {
+		total += ps.TxBps
+	}
+	for i, ps := range st.Paths {
+		share, want := ps.TxBps/total, float64(i+1)/6
+		if share < want-0.02 || share > want+0.02 {
+			t.Errorf("path %s carried %.3f of the bytes, weights say %.3f ±0.02", ps.Name, share, want)
+		}
+	}
+	if total < 50e6 {
+		t.Errorf("striped flow carried only %.1f Mbit/s", total/1e6)
+	}
+	t.Logf("weights 1:2:3 over %.1fs: %.1f Mbit/s, shares %.3f %.3f %.3f", st.IntervalS, total/1e6,
+		st.Paths[0].TxBps/total, st.Paths[1].TxBps/total, st.Paths[2].TxBps/total)
+
+	// Take path p2 down mid-flow: it stops carrying tunnel traffic, the flow goes on.
+	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) {
+		return p.a1.SetPathState(context.Background(), &pb.SetPathStateRequest{Path: "p2", Up: false})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := stats(t, p.h1, p.a1, time.Second).Paths[1].TxPackets
+	time.Sleep(3 * time.Second)
+	after := stats(t, p.h1, p.a1, 2*time.Second)
+	if after.Paths[1].TxPackets != before {
+		t.Errorf("path p2 is down but carried %d more packets", after.Paths[1].TxPackets-before)
+	}
+	if after.Paths[0].TxBps+after.Paths[2].TxBps < 30e6 {
+		t.Errorf("after p2 went down the flow carried only %.1f Mbit/s", (after.Paths[0].TxBps+after.Paths[2].TxBps)/1e6)
+	}
+
+	if err := iperf.Wait(); err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, iperfOut())
+	}
+	out := iperfOut()
+	if !strings.Contains(out, "receiver") {
+		t.Fatalf("iperf3 did not finish:\n%s", out)
+	}
+	ping.Process.Signal(os.Interrupt)
+	ping.Wait()
+	if po := pingOut(); !strings.Contains(po, " 0% packet loss") {
+		t.Errorf("ping to a non-tunnel address lost packets while striping:\n%s", po)
+	}
+}
+
+func TestBadConfigurationIsRefusedWhole(t *testing.T) {
+	p := newPair(t, 3)
+	p.configure(t, 1, 1, 1)
+	ctx := context.Background()
+	bad := map[string]func(c *pb.TunnelConfig){
+		"unknown interface": func(c *pb.TunnelConfig) { c.Paths[1].Interface = "wlan9" },
+		"negative weight":   func(c *pb.TunnelConfig) { c.Weights = []float64{1, -1, 1} },
+		"wrong count":       func(c *pb.TunnelConfig) { c.Weights = []float64{1, 1} },
+		"all zero":          func(c *pb.TunnelConfig) { c.Weights = []float64{0, 0, 0} },
+		"nine paths": func(c *pb.TunnelConfig) {
+			for len(c.Paths) < 9 {
+				c.Paths = append(c.Paths, c.Paths[0])
+			}
+		},
+		"duplicate addresses": func(c *pb.TunnelConfig) { c.Paths[2] = &pb.PathConfig{Name: "x", Interface: "eth1", RemoteAddr: "10.0.1.2"} },
+		"bad address":         func(c *pb.TunnelConfig) { c.Address = "10.99.0.1" },
+	}
+	for name, mutate := range bad {
+		c := tunnelConfig("1", "2", 3)
+		mutate(c)
+		_, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, c) })
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: got %v, want InvalidArgument", name, err)
+		}
+	}
+	weightErrs := map[string][]float64{"NaN": {1, nanf(), 1}, "negative": {-1, 1, 1}, "count": {1}, "zero": {0, 0, 0}}
+	for name, w := range weightErrs {
+		_, err := run(t, p.h1, func() (*pb.Tunnel, error) {
+			return p.a1.SetWeights(ctx, &pb.SetWeightsRequest{Weights: w})
+		})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("weights %s: got %v, want InvalidArgument", name, err)
+		}
+	}
+	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) {
+		return p.a1.SetPathState(ctx, &pb.SetPathStateRequest{Path: "nope"})
+	}); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown path: got %v, want NotFound", err)
+	}
+	// Nothing was half-applied: the tunnel is as configured and still carries traffic.
+	l, _ := run(t, p.h1, func() (*pb.ListTunnelsResponse, error) { return p.a1.ListTunnels(ctx, &pb.Empty{}) })
+	if got := l.Tunnels[0]; len(got.Paths) != 3 || got.Paths[1].Config.Interface != "eth2" || got.Config.Weights[1] != 1 {
+		t.Fatalf("tunnel changed by refused requests: %v", got)
+	}
+	p.h1.Run("ping", "-c", "3", "-i", "0.1", "-W", "2", "10.99.0.2")
+}
+
+func nanf() float64 { var z float64; return z / z }
+
+func TestRestartKeepsStateAndTraffic(t *testing.T) {
+	p := newPair(t, 2)
+	ctx := context.Background()
+	for _, h := range []struct {
+		ns            *nstest.NS
+		a             *Agent
+		local, remote string
+	}{{p.h1, p.a1, "1", "2"}, {p.h2, p.a2, "2", "1"}} {
+		if _, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(ctx, tunnelConfig(h.local, h.remote, 2, 1, 3)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.h2.Start("iperf3", "-s", "-1")
+	time.Sleep(200 * time.Millisecond)
+	iperf, out := p.h1.Start("iperf3", "-c", "10.99.0.2", "-t", "4", "-i", "1")
+	time.Sleep(time.Second)
+	before := stats(t, p.h1, p.a1, time.Second)
+
+	// The agent goes away; the pinned datapath keeps striping without it.
+	stateFile := p.a1.opts.stateFile
+	pin := p.a1.opts.pinDir
+	p.a1.Close()
+	time.Sleep(time.Second)
+	var a *Agent
+	if err := p.h1.Do(func() (err error) {
+		a, err = New(WithPinDir(pin), WithStateFile(stateFile), WithLogger(slog.New(slog.DiscardHandler)))
+		return err
+	}); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	runSampler(t, p.h1, a)
+	time.Sleep(1100 * time.Millisecond)
+	after := stats(t, p.h1, a, time.Second)
+	for i := range after.Paths {
+		if after.Paths[i].TxPackets <= before.Paths[i].TxPackets {
+			t.Errorf("path %d: counters went from %d to %d across the restart", i, before.Paths[i].TxPackets, after.Paths[i].TxPackets)
+		}
+	}
+	l, _ := run(t, p.h1, func() (*pb.ListTunnelsResponse, error) { return a.ListTunnels(ctx, &pb.Empty{}) })
+	if len(l.Tunnels) != 1 || l.Tunnels[0].Config.Weights[1] != 3 {
+		t.Fatalf("restarted agent lost the configuration: %v", l)
+	}
+	if err := iperf.Wait(); err != nil {
+		t.Fatalf("iperf3 across the restart: %v\n%s", err, out())
+	}
+}

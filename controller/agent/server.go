@@ -1,0 +1,83 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/plait/plait/api/plait/v1"
+)
+
+// DefaultSocket is where the agent listens unless told otherwise.
+const DefaultSocket = "/run/plait/agent.sock"
+
+// server adapts the Agent to the generated gRPC interface, one line a method.
+type server struct {
+	pb.UnimplementedAgentServer
+	a *Agent
+}
+
+func (s server) Configure(ctx context.Context, r *pb.TunnelConfig) (*pb.Tunnel, error) {
+	return s.a.Configure(ctx, r)
+}
+func (s server) RemoveTunnel(ctx context.Context, r *pb.TunnelRef) (*pb.Empty, error) {
+	return s.a.RemoveTunnel(ctx, r)
+}
+func (s server) ListTunnels(ctx context.Context, r *pb.Empty) (*pb.ListTunnelsResponse, error) {
+	return s.a.ListTunnels(ctx, r)
+}
+func (s server) SetWeights(ctx context.Context, r *pb.SetWeightsRequest) (*pb.Tunnel, error) {
+	return s.a.SetWeights(ctx, r)
+}
+func (s server) SetMode(ctx context.Context, r *pb.SetModeRequest) (*pb.Tunnel, error) {
+	return s.a.SetMode(ctx, r)
+}
+func (s server) SetPathState(ctx context.Context, r *pb.SetPathStateRequest) (*pb.Tunnel, error) {
+	return s.a.SetPathState(ctx, r)
+}
+func (s server) SetPathEstimates(ctx context.Context, r *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
+	return s.a.SetPathEstimates(ctx, r)
+}
+func (s server) GetStats(ctx context.Context, r *pb.StatsRequest) (*pb.Stats, error) {
+	return s.a.GetStats(ctx, r)
+}
+func (s server) WatchStats(r *pb.StatsRequest, stream grpc.ServerStreamingServer[pb.Stats]) error {
+	return s.a.WatchStats(stream.Context(), r, stream.Send)
+}
+
+// Serve serves the agent's API on a Unix socket until ctx ends.
+func Serve(ctx context.Context, a *Agent, socket string) error {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale socket %s: %w", socket, err)
+	}
+	lis, err := net.Listen("unix", socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", socket, err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterAgentServer(srv, server{a: a})
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	err = srv.Serve(lis)
+	os.Remove(socket)
+	return err
+}
+
+// Dial connects to an agent's socket.
+func Dial(socket string) (pb.AgentClient, *grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecureCreds()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to agent at %s: %w", socket, err)
+	}
+	return pb.NewAgentClient(conn), conn, nil
+}

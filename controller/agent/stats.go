@@ -1,0 +1,342 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/wire"
+)
+
+// The datapath keeps cumulative counters and, per measurement epoch, extremes (minimum
+// delay, deepest queue, latest reordered packet). The sampler closes an epoch every tick
+// and keeps a ring of snapshots, so a statistic over any window up to baseWindow is the
+// difference of two snapshots (sums, rates, means) or a fold over the epochs in between
+// (extremes) — exact, lock-free on the datapath side, and independent of how many
+// clients ask at which interval.
+const baseWindow = 10 * time.Second
+
+type snapshot struct {
+	mono uint64 // CLOCK_MONOTONIC, ns, when read
+	rx   datapath.RxTunnel
+	tx   datapath.SenderCounters
+}
+
+type history struct {
+	snaps []snapshot // ring, oldest first from start
+	start int
+}
+
+func (h *history) add(s snapshot, capacity int) {
+	if len(h.snaps) < capacity {
+		h.snaps = append(h.snaps, s)
+		return
+	}
+	h.snaps[h.start] = s
+	h.start = (h.start + 1) % len(h.snaps)
+}
+
+func (h *history) len() int            { return len(h.snaps) }
+func (h *history) at(i int) *snapshot { return &h.snaps[(h.start+i)%len(h.snaps)] }
+
+type sampler struct {
+	a *Agent
+
+	mu     sync.Mutex
+	hist   map[uint32]*history // by tunnel id
+	probes map[probeKey]*prober
+}
+
+func newSampler(a *Agent) *sampler {
+	return &sampler{a: a, hist: map[uint32]*history{}, probes: map[probeKey]*prober{}}
+}
+
+// forget drops a tunnel's history after it is reconfigured or removed.
+func (s *sampler) forget(id uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.hist, id)
+	for k, p := range s.probes {
+		if k.tunnel == id {
+			p.close()
+			delete(s.probes, k)
+		}
+	}
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// sample reads every tunnel's counters, closes its epoch, and probes paths that carried
+// no data since the last sample so that their delay and liveness stay measured.
+func (s *sampler) sample() {
+	s.a.mu.Lock()
+	type work struct {
+		id, slot uint32
+		t        *tunnel
+	}
+	var todo []work
+	for id, t := range s.a.tunnels {
+		todo = append(todo, work{id, t.slot, t})
+	}
+	s.a.mu.Unlock()
+
+	capacity := int(baseWindow/s.a.opts.sampleInterval) + 1
+	for _, w := range todo {
+		epoch, err := s.a.dp.NextEpoch(uint16(w.id))
+		if err != nil {
+			continue
+		}
+		rx, err1 := s.a.dp.ReadReceiver(w.slot, epoch)
+		tx, err2 := s.a.dp.ReadSender(w.slot)
+		if err1 != nil || err2 != nil {
+			s.a.opts.log.Warn("read datapath", "tunnel", w.id, "err", fmt.Sprint(err1, err2))
+			continue
+		}
+		snap := snapshot{mono: monoNow(), rx: rx, tx: tx}
+		s.mu.Lock()
+		h := s.hist[w.id]
+		if h == nil {
+			h = &history{}
+			s.hist[w.id] = h
+		}
+		var prev *snapshot
+		if h.len() > 0 {
+			prev = h.at(h.len() - 1)
+		}
+		for i, p := range w.t.paths {
+			if prev == nil || tx.Packets[i] == prev.tx.Packets[i] {
+				s.probe(w.t, i, p)
+			}
+		}
+		h.add(snap, capacity)
+		s.mu.Unlock()
+	}
+}
+
+// stats computes a tunnel's statistics over the last window.
+func (s *sampler) stats(t *tunnel, window time.Duration) *pb.TunnelStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &pb.TunnelStats{TunnelId: t.cfg.Id, TimeUnixNano: time.Now().UnixNano(), Reorder: &pb.ReorderStats{}}
+	h := s.hist[t.cfg.Id]
+	if h == nil || h.len() == 0 {
+		return out
+	}
+	last := h.at(h.len() - 1)
+	first := 0
+	for i := h.len() - 1; i >= 0; i-- {
+		if last.mono-h.at(i).mono >= uint64(window) {
+			first = i
+			break
+		}
+	}
+	f := h.at(first)
+	dt := float64(last.mono-f.mono) / 1e9
+	out.IntervalS = dt
+	now := monoNow()
+	var lost uint64
+	for i, p := range t.paths {
+		lr, fr := &last.rx.Paths[i], &f.rx.Paths[i]
+		ps := &pb.PathStats{
+			Index: uint32(i), Name: p.cfg.Name, Up: p.up,
+			TxPackets: last.tx.Packets[i], TxBytes: last.tx.Bytes[i],
+			RxPackets: lr.Packets, RxBytes: lr.Bytes, Lost: lr.Lost(), Late: lr.Late, Probes: lr.Probes, Duplicates: lr.Dups,
+			OwdSmoothedUs: lr.OwdEwmaNs / 1e3, JitterUs: lr.JitterNs / 1e3, Hops: lr.Hops,
+			OwdMinUs: math.NaN(), OwdMeanUs: math.NaN(), OwdBaseUs: math.NaN(), QueueUs: math.NaN(), LastRxAgeMs: math.NaN(),
+		}
+		lost += ps.Lost
+		if dt > 0 {
+			ps.TxBps = float64(last.tx.Bytes[i]-f.tx.Bytes[i]) * 8 / dt
+			ps.RxBps = float64(lr.Bytes-fr.Bytes) * 8 / dt
+		}
+		if n := lr.OwdCnt - fr.OwdCnt; n > 0 {
+			ps.OwdMeanUs = float64(lr.OwdSumNs-fr.OwdSumNs) / float64(n) / 1e3
+		}
+		if n := lr.TelPackets - fr.TelPackets; n > 0 {
+			ps.QueueUs = float64(lr.QueueUsSum-fr.QueueUsSum) / float64(n)
+		}
+		if n := lr.DispNs - fr.DispNs; n > 0 {
+			ps.DispersionBps = float64(lr.DispBytes-fr.DispBytes) * 8e9 / float64(n)
+		}
+		ps.DispersionSamples = lr.DispSamples - fr.DispSamples
+		if lr.LastRxNs > 0 && now > lr.LastRxNs {
+			ps.LastRxAgeMs = float64(now-lr.LastRxNs) / 1e6
+		}
+		for j := 0; j < h.len(); j++ {
+			r := &h.at(j).rx.Paths[i]
+			if !r.HasMin {
+				continue
+			}
+			owd := float64(r.OwdMinNs) / 1e3
+			ps.OwdBaseUs = nanMin(ps.OwdBaseUs, owd)
+			if j > first {
+				ps.OwdMinUs = nanMin(ps.OwdMinUs, owd)
+				ps.MaxQdepth = max(ps.MaxQdepth, r.QdepthMax)
+			}
+		}
+		out.Paths = append(out.Paths, ps)
+	}
+	rx := &last.rx
+	ro := out.Reorder
+	ro.Received, ro.Reordered, ro.ThreeReordered = rx.Received, rx.Reordered, rx.ThreeReordered
+	ro.InterPath, ro.IntraPath, ro.UnknownExtent = rx.InterPath, rx.IntraPath+lost, rx.UnknownExtent
+	ro.ExtentHist = rx.ExtentHist[:]
+	if rx.Received > 0 {
+		ro.ReorderedRatio = float64(rx.Reordered) / float64(rx.Received)
+	}
+	var measured uint64
+	for _, n := range rx.ExtentHist {
+		measured += n
+	}
+	if measured > 0 {
+		ro.LateTimeMeanUs = float64(rx.LateNsSum) / float64(measured) / 1e3
+	}
+	for j := first + 1; j < h.len(); j++ {
+		ro.LateTimeMaxUs = max(ro.LateTimeMaxUs, float64(h.at(j).rx.LateNsMax)/1e3)
+	}
+	return out
+}
+
+func nanMin(a, b float64) float64 {
+	if math.IsNaN(a) || b < a {
+		return b
+	}
+	return a
+}
+
+// GetStats returns statistics over the last interval_ms (default 1 s).
+func (a *Agent) GetStats(_ context.Context, req *pb.StatsRequest) (*pb.Stats, error) {
+	return a.collect(req, time.Second)
+}
+
+// WatchStats sends statistics over each interval_ms (default 100 ms) until ctx ends.
+func (a *Agent) WatchStats(ctx context.Context, req *pb.StatsRequest, send func(*pb.Stats) error) error {
+	period := time.Duration(req.IntervalMs) * time.Millisecond
+	if period == 0 {
+		period = 100 * time.Millisecond
+	}
+	if period < a.opts.sampleInterval {
+		return invalid("interval %v is shorter than the agent's sampling interval %v", period, a.opts.sampleInterval)
+	}
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		st, err := a.collect(req, period)
+		if err != nil {
+			return err
+		}
+		if err := send(st); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func (a *Agent) collect(req *pb.StatsRequest, def time.Duration) (*pb.Stats, error) {
+	window := time.Duration(req.IntervalMs) * time.Millisecond
+	if window == 0 {
+		window = def
+	}
+	if window > baseWindow {
+		return nil, invalid("interval %v is longer than the %v the agent keeps", window, baseWindow)
+	}
+	a.mu.Lock()
+	var tunnels []*tunnel
+	var slots []uint32
+	if req.TunnelId != 0 {
+		t, ok := a.tunnels[req.TunnelId]
+		if !ok {
+			a.mu.Unlock()
+			return nil, status.Errorf(codes.NotFound, "no tunnel %d on this host", req.TunnelId)
+		}
+		tunnels = append(tunnels, t)
+	} else {
+		for _, id := range a.ids() {
+			tunnels = append(tunnels, a.tunnels[id])
+		}
+	}
+	for _, t := range tunnels {
+		slots = append(slots, t.slot)
+	}
+	a.mu.Unlock()
+
+	out := &pb.Stats{}
+	for _, t := range tunnels {
+		out.Tunnels = append(out.Tunnels, a.stats.stats(t, window))
+	}
+	var err error
+	if out.Sender, out.Receiver, err = a.dp.Verdicts(slots); err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	return out, nil
+}
+
+// A prober sends probes on one path: a Plait header with the probe flag from the path's
+// local address out of its interface, so the peer's receiver measures the path's delay
+// and sees it alive even when the split gives it no data.
+type probeKey struct {
+	tunnel uint32
+	path   int
+}
+
+type prober struct {
+	fd  int
+	dst unix.SockaddrInet4
+	hdr wire.Header
+}
+
+func (s *sampler) probe(t *tunnel, i int, p *path) {
+	k := probeKey{t.cfg.Id, i}
+	pr := s.probes[k]
+	if pr == nil {
+		var err error
+		if pr, err = newProber(t, i, p); err != nil {
+			s.a.opts.log.Warn("probe", "tunnel", t.cfg.Id, "path", p.cfg.Name, "err", err)
+			return
+		}
+		s.probes[k] = pr
+	}
+	pr.hdr.PathSeq++
+	pr.hdr.TxNs = uint32(monoNow())
+	// A full socket buffer or an unreachable peer only costs this probe.
+	unix.Sendto(pr.fd, wire.AppendHeader(nil, pr.hdr), unix.MSG_DONTWAIT, &pr.dst)
+}
+
+func newProber(t *tunnel, i int, p *path) (*prober, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	if err := unix.BindToDevice(fd, p.cfg.Interface); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind to %s: %w", p.cfg.Interface, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: p.local.As4()}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind to %s: %w", p.local, err)
+	}
+	return &prober{
+		fd:  fd,
+		dst: unix.SockaddrInet4{Addr: p.remote.As4(), Port: int(t.cfg.Port)},
+		hdr: wire.Header{Version: wire.Version, Flags: wire.FlagProbe, PathID: uint8(i), TunnelID: uint16(t.cfg.Id)},
+	}, nil
+}
+
+func (p *prober) close() { unix.Close(p.fd) }
+

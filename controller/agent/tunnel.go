@@ -1,0 +1,231 @@
+package agent
+
+import (
+	"math"
+	"net"
+	"net/netip"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/wire"
+)
+
+// tunnel is a configured tunnel with everything resolved that the datapath needs.
+type tunnel struct {
+	cfg    *pb.TunnelConfig // with defaults filled in; weights and mode track changes
+	slot   uint32
+	addr   netip.Prefix // local tunnel address
+	remote netip.Prefix // striped destinations
+	mtu    int
+	paths  []*path
+	gen    uint64
+}
+
+type path struct {
+	cfg      *pb.PathConfig // with defaults filled in
+	ifindex  int
+	mtu      int
+	local    netip.Addr
+	remote   netip.Addr
+	localMAC net.HardwareAddr
+	hopMAC   net.HardwareAddr
+	up       bool
+	est      *pb.PathEstimate
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// resolve checks a requested configuration and looks up everything it refers to; it
+// changes nothing.
+func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error) {
+	cfg := proto.Clone(req).(*pb.TunnelConfig)
+	if cfg.Id == 0 || cfg.Id > 0xffff {
+		return nil, invalid("tunnel id %d out of range: use 1 to 65535, the same on both ends", cfg.Id)
+	}
+	if cfg.Device == "" {
+		return nil, invalid("tunnel %d has no device: name the tunnel device, e.g. plait0", cfg.Id)
+	}
+	addr, err := netip.ParsePrefix(cfg.Address)
+	if err != nil || !addr.Addr().Is4() {
+		return nil, invalid("tunnel address %q is not an IPv4 address with prefix length, e.g. 10.99.0.1/24", cfg.Address)
+	}
+	remote := addr.Masked()
+	if cfg.RemotePrefix != "" {
+		if remote, err = netip.ParsePrefix(cfg.RemotePrefix); err != nil || !remote.Addr().Is4() {
+			return nil, invalid("remote prefix %q is not an IPv4 prefix, e.g. 10.99.0.0/24", cfg.RemotePrefix)
+		}
+	}
+	cfg.RemotePrefix = remote.Masked().String()
+	if cfg.Port == 0 {
+		cfg.Port = wire.Port
+	}
+	if cfg.Port > 0xffff {
+		return nil, invalid("port %d out of range", cfg.Port)
+	}
+	if cfg.Mode == pb.Mode_MODE_UNSPECIFIED {
+		cfg.Mode = pb.Mode_MODE_WRR
+	}
+	if _, ok := pb.Mode_name[int32(cfg.Mode)]; !ok {
+		return nil, invalid("unknown mode %d: use rr, wrr or edpf", cfg.Mode)
+	}
+	n := len(cfg.Paths)
+	if n == 0 || n > wire.MaxPaths {
+		return nil, invalid("tunnel %d has %d paths: give 1 to %d", cfg.Id, n, wire.MaxPaths)
+	}
+	if len(cfg.Weights) == 0 {
+		cfg.Weights = make([]float64, n)
+		for i := range cfg.Weights {
+			cfg.Weights[i] = 1
+		}
+	}
+	if err := datapath.CheckWeights(cfg.Weights, n); err != nil {
+		return nil, invalid("%v", err)
+	}
+
+	t := &tunnel{cfg: cfg, addr: addr, remote: remote.Masked(), mtu: math.MaxInt}
+	names := map[string]bool{}
+	pairs := map[[2]netip.Addr]string{}
+	for i, pc := range cfg.Paths {
+		p, err := resolvePath(i, pc, resolveTimeout)
+		if err != nil {
+			return nil, err
+		}
+		if names[p.cfg.Name] {
+			return nil, invalid("path name %q is used twice: give each path its own name", p.cfg.Name)
+		}
+		names[p.cfg.Name] = true
+		if other, dup := pairs[[2]netip.Addr{p.local, p.remote}]; dup {
+			return nil, invalid("paths %q and %q both run %s -> %s: each path needs its own pair of addresses", other, p.cfg.Name, p.local, p.remote)
+		}
+		pairs[[2]netip.Addr{p.local, p.remote}] = p.cfg.Name
+		if p.local == addr.Addr() || p.remote == addr.Addr() {
+			return nil, invalid("path %q uses the tunnel address %s: paths need their own addresses", p.cfg.Name, addr.Addr())
+		}
+		if t.remote.Contains(p.remote) {
+			return nil, invalid("path %q: remote %s lies inside the striped prefix %s, so the tunnel would carry its own packets", p.cfg.Name, p.remote, t.remote)
+		}
+		t.mtu = min(t.mtu, p.mtu)
+		t.paths = append(t.paths, p)
+	}
+	overhead := wire.EncapLen
+	if cfg.Telemetry {
+		overhead += wire.TelemetryLen
+	}
+	t.mtu -= overhead
+	if t.mtu < 576 {
+		return nil, invalid("the smallest path MTU leaves %d bytes inside the tunnel, below IPv4's 576: raise the path MTUs", t.mtu)
+	}
+	return t, nil
+}
+
+func resolvePath(i int, pc *pb.PathConfig, resolveTimeout time.Duration) (*path, error) {
+	pc = proto.Clone(pc).(*pb.PathConfig)
+	if pc.Interface == "" {
+		return nil, invalid("path %d has no interface: name the interface it leaves by", i+1)
+	}
+	if pc.Name == "" {
+		pc.Name = pc.Interface
+	}
+	l, err := linkByName(pc.Interface)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "path %q: %v", pc.Name, err)
+	}
+	p := &path{cfg: pc, ifindex: l.Attrs().Index, mtu: l.Attrs().MTU, localMAC: l.Attrs().HardwareAddr, up: true, est: &pb.PathEstimate{}}
+	if len(p.localMAC) != 6 {
+		return nil, invalid("path %q: interface %s is not Ethernet", pc.Name, pc.Interface)
+	}
+	if pc.LocalAddr == "" {
+		if p.local, err = firstIPv4(l); err != nil {
+			return nil, invalid("path %q: %v", pc.Name, err)
+		}
+		pc.LocalAddr = p.local.String()
+	} else if p.local, err = netip.ParseAddr(pc.LocalAddr); err != nil || !p.local.Is4() {
+		return nil, invalid("path %q: local address %q is not IPv4", pc.Name, pc.LocalAddr)
+	}
+	if p.remote, err = netip.ParseAddr(pc.RemoteAddr); err != nil || !p.remote.Is4() {
+		return nil, invalid("path %q: remote address %q is not IPv4: give the peer's address on this path", pc.Name, pc.RemoteAddr)
+	}
+	var gw netip.Addr
+	if pc.NextHop != "" {
+		if gw, err = netip.ParseAddr(pc.NextHop); err != nil || !gw.Is4() {
+			return nil, invalid("path %q: next hop %q is not IPv4", pc.Name, pc.NextHop)
+		}
+	}
+	if p.hopMAC, err = nextHopMAC(l, p.local, p.remote, gw, resolveTimeout); err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "path %q: %v", pc.Name, err)
+	}
+	return p, nil
+}
+
+// datapath returns the sender's view of the tunnel.
+func (t *tunnel) datapath() datapath.Tunnel {
+	mode := map[pb.Mode]datapath.Mode{pb.Mode_MODE_RR: datapath.ModeRR, pb.Mode_MODE_WRR: datapath.ModeWRR, pb.Mode_MODE_EDPF: datapath.ModeEDPF}[t.cfg.Mode]
+	dt := datapath.Tunnel{Slot: t.slot, ID: uint16(t.cfg.Id), Prefix: t.remote, Port: uint16(t.cfg.Port), Mode: mode, Telemetry: t.cfg.Telemetry}
+	for i, p := range t.paths {
+		dt.Paths = append(dt.Paths, datapath.Path{
+			Ifindex: uint32(p.ifindex), SrcIP: p.local, DstIP: p.remote, SrcMAC: p.localMAC, DstMAC: p.hopMAC,
+			Up: p.up, Weight: t.cfg.Weights[i], RateBps: p.est.RateBps, DelayNs: uint32(max(0, p.est.DelayUs*1000)),
+		})
+	}
+	return dt
+}
+
+func (t *tunnel) pathByName(name string) (int, *path, error) {
+	for i, p := range t.paths {
+		if p.cfg.Name == name {
+			return i, p, nil
+		}
+	}
+	var names []string
+	for _, p := range t.paths {
+		names = append(names, p.cfg.Name)
+	}
+	return 0, nil, status.Errorf(codes.NotFound, "tunnel %d has no path %q (its paths: %v)", t.cfg.Id, name, names)
+}
+
+// proto describes the tunnel for the API.
+func (t *tunnel) proto() *pb.Tunnel {
+	out := &pb.Tunnel{Config: proto.Clone(t.cfg).(*pb.TunnelConfig), Mtu: uint32(t.mtu), Generation: t.gen}
+	var total float64
+	for i, p := range t.paths {
+		if p.up {
+			total += t.cfg.Weights[i]
+		}
+	}
+	for i, p := range t.paths {
+		w := 0.0
+		if p.up && total > 0 {
+			w = t.cfg.Weights[i] / total
+		}
+		out.Paths = append(out.Paths, &pb.PathState{
+			Index: uint32(i), Config: proto.Clone(p.cfg).(*pb.PathConfig), Up: p.up, Weight: w,
+			Estimate: proto.Clone(p.est).(*pb.PathEstimate), LocalMac: p.localMAC.String(), NextHopMac: p.hopMAC.String(), Ifindex: uint32(p.ifindex),
+		})
+	}
+	return out
+}
+
+func checkEstimates(est []*pb.PathEstimate, n int) error {
+	if len(est) != n {
+		return invalid("%d estimates for %d paths: give one per path", len(est), n)
+	}
+	for i, e := range est {
+		if e == nil || math.IsNaN(e.RateBps) || math.IsInf(e.RateBps, 0) || e.RateBps < 0 {
+			return invalid("estimate %d: rate must be a finite number of bit/s >= 0", i+1)
+		}
+		if e.RateBps > 0 && e.RateBps < 2000 {
+			return invalid("estimate %d: rate %.0f bit/s is below the 2 kbit/s edpf can represent", i+1, e.RateBps)
+		}
+		if math.IsNaN(e.DelayUs) || math.IsInf(e.DelayUs, 0) || e.DelayUs < 0 || e.DelayUs > 4e6 {
+			return invalid("estimate %d: delay must be between 0 and 4 s (in µs)", i+1)
+		}
+	}
+	return nil
+}

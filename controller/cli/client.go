@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller/agent"
+)
+
+// addClientFlags adds the flags every operator verb shares to root.
+func addClientFlags(root *cobra.Command) {
+	root.PersistentFlags().String("agent", envOr("PLAIT_AGENT", agent.DefaultSocket), "agent socket to talk to (env PLAIT_AGENT)")
+	root.PersistentFlags().Bool("json", false, "print JSON instead of a table")
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// agentClient connects to the agent named by --agent. The connection is lazy, so a
+// missing agent shows up as an error of the first call, which explain turns into advice.
+func agentClient(cmd *cobra.Command) (pb.AgentClient, func(), error) {
+	socket, _ := cmd.Flags().GetString("agent")
+	if _, err := os.Stat(socket); err != nil {
+		return nil, nil, fmt.Errorf("no agent at %s: start one with `plait agent` or point --agent at its socket", socket)
+	}
+	c, conn, err := agent.Dial(socket)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() { conn.Close() }, nil
+}
+
+func callCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), 10*time.Second)
+}
+
+// explain turns a gRPC error into the server's own message.
+func explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.Unavailable {
+			return fmt.Errorf("the agent or controller is not reachable: %s", st.Message())
+		}
+		return errors.New(st.Message())
+	}
+	return err
+}
+
+func wantJSON(cmd *cobra.Command) bool {
+	v, _ := cmd.Flags().GetBool("json")
+	return v
+}
+
+// printProto prints a message as indented JSON.
+func printProto(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode JSON: %w", err)
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+// printJSON prints any value as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode JSON: %w", err)
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+// table writes aligned columns; rows are tab-separated.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")+"\t") }
+func (t *table) flush() error        { return t.tw.Flush() }

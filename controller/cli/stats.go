@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/plait/plait/api/plait/v1"
+)
+
+func newStatsCmd() *cobra.Command {
+	var (
+		tunnel   uint32
+		interval string
+		watch    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Show what each path carried and what the receiver measured",
+		Long: `Show per-path statistics of a host's tunnels: bytes and shares sent on each path, and,
+for traffic arriving from the peer, delivery rate, one-way delay, jitter, losses, and the
+tunnel's reordering (RFC 4737) split into inter-path (delay skew) and intra-path (loss or
+jitter within a path). Rates and delays cover the last --interval.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := parseDuration(cmd, "interval", interval)
+			if err != nil {
+				return err
+			}
+			c, done, err := agentClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			req := &pb.StatsRequest{TunnelId: tunnel, IntervalMs: uint32(d.Milliseconds())}
+			if !watch {
+				ctx, cancel := callCtx(cmd)
+				defer cancel()
+				st, err := c.GetStats(ctx, req)
+				if err != nil {
+					return explain(err)
+				}
+				return printStats(cmd, st)
+			}
+			stream, err := c.WatchStats(cmd.Context(), req)
+			if err != nil {
+				return explain(err)
+			}
+			for {
+				st, err := stream.Recv()
+				if err != nil {
+					if cmd.Context().Err() != nil {
+						return nil
+					}
+					return explain(err)
+				}
+				if err := printStats(cmd, st); err != nil {
+					return err
+				}
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.Uint32Var(&tunnel, "tunnel", 0, "tunnel id (default: all)")
+	f.StringVar(&interval, "interval", "1s", "window for rates and delays (at most 10s)")
+	f.BoolVar(&watch, "watch", false, "print again every interval until interrupted")
+	return cmd
+}
+
+func printStats(cmd *cobra.Command, st *pb.Stats) error {
+	w := cmd.OutOrStdout()
+	if wantJSON(cmd) {
+		return printProto(w, st)
+	}
+	for _, t := range st.Tunnels {
+		if err := printTunnelStats(w, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printTunnelStats(w io.Writer, t *pb.TunnelStats) error {
+	r := t.Reorder
+	fmt.Fprintf(w, "tunnel %d over %.1fs: received %d, reordered %s (inter-path %d, intra-path %d, 3-reordered %d), late mean %s max %s\n",
+		t.TunnelId, t.IntervalS, r.Received, fmtPct(r.ReorderedRatio), r.InterPath, r.IntraPath, r.ThreeReordered,
+		fmtUs(r.LateTimeMeanUs), fmtUs(r.LateTimeMaxUs))
+	var txTotal uint64
+	for _, p := range t.Paths {
+		txTotal += p.TxBytes
+	}
+	tb := newTable(w, "PATH", "STATE", "TX SHARE", "TX RATE", "RX RATE", "OWD MIN", "OWD MEAN", "JITTER", "LOST", "LATE", "PAIR RATE", "LAST RX")
+	for _, p := range t.Paths {
+		state := "up"
+		if !p.Up {
+			state = "down"
+		}
+		share := 0.0
+		if txTotal > 0 {
+			share = float64(p.TxBytes) / float64(txTotal)
+		}
+		tb.row(p.Name, state, fmtPct(share), fmtRate(p.TxBps), fmtRate(p.RxBps), fmtUs(p.OwdMinUs), fmtUs(p.OwdMeanUs),
+			fmtUs(p.JitterUs), fmt.Sprint(p.Lost), fmt.Sprint(p.Late), fmtRate(p.DispersionBps), fmtMs(p.LastRxAgeMs))
+	}
+	return tb.flush()
+}
+
+func fmtMs(ms float64) string { return fmtUs(ms * 1000) }

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/plait/plait/api/plait/v1"
+)
+
+func newTunnelCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tunnel",
+		Short: "Add, remove and list the striped tunnels of a host's agent",
+	}
+	cmd.AddCommand(newTunnelAddCmd(), newTunnelRemoveCmd(), newTunnelListCmd())
+	return cmd
+}
+
+func newTunnelAddCmd() *cobra.Command {
+	var (
+		cfg            pb.TunnelConfig
+		paths, weights []string
+		mode           string
+	)
+	cmd := &cobra.Command{
+		Use:   "add --id N --device DEV --address CIDR --path name=NAME,dev=IF,remote=IP ...",
+		Short: "Create a tunnel, or replace the one with the same id",
+		Example: `  plait tunnel add --id 1 --device plait0 --address 10.99.0.1/24 \
+    --path name=wifi,dev=eth1,remote=10.0.1.2 --path name=lte,dev=eth2,remote=10.0.2.2 \
+    --mode wrr --weights 2,1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range paths {
+				p, err := parsePath(s)
+				if err != nil {
+					return usagef(cmd, "--path %q: %v", s, err)
+				}
+				cfg.Paths = append(cfg.Paths, p)
+			}
+			var err error
+			if cfg.Weights, err = parseWeights(weights); err != nil {
+				return usagef(cmd, "--weights: %v", err)
+			}
+			if mode != "" {
+				if cfg.Mode, err = parseMode(mode); err != nil {
+					return usagef(cmd, "--mode: %v", err)
+				}
+			}
+			c, done, err := agentClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := callCtx(cmd)
+			defer cancel()
+			t, err := c.Configure(ctx, &cfg)
+			if err != nil {
+				return explain(err)
+			}
+			return printTunnels(cmd, []*pb.Tunnel{t})
+		},
+	}
+	f := cmd.Flags()
+	f.Uint32Var(&cfg.Id, "id", 0, "tunnel id, 1-65535, the same on both ends")
+	f.StringVar(&cfg.Device, "device", "", "tunnel device (created as a veth pair if missing)")
+	f.StringVar(&cfg.Address, "address", "", "local tunnel address with prefix length, e.g. 10.99.0.1/24")
+	f.StringVar(&cfg.RemotePrefix, "remote-prefix", "", "destinations to stripe (default: the address's prefix)")
+	f.Uint32Var(&cfg.Port, "port", 0, "UDP port (default 7733)")
+	f.StringArrayVar(&paths, "path", nil, "a path: name=NAME,dev=IF,remote=IP[,local=IP][,via=GATEWAY] (repeat, at most 8)")
+	f.StringVar(&mode, "mode", "", "scheduler: rr, wrr or edpf (default wrr)")
+	f.StringSliceVar(&weights, "weights", nil, "wrr weights, one per path (default equal)")
+	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
+	for _, name := range []string{"id", "device", "address", "path"} {
+		cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+func parsePath(s string) (*pb.PathConfig, error) {
+	p := &pb.PathConfig{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		switch k {
+		case "name":
+			p.Name = v
+		case "dev":
+			p.Interface = v
+		case "remote":
+			p.RemoteAddr = v
+		case "local":
+			p.LocalAddr = v
+		case "via":
+			p.NextHop = v
+		default:
+			return nil, fmt.Errorf("unknown key %q: use name, dev, remote, local or via", k)
+		}
+	}
+	if p.Interface == "" || p.RemoteAddr == "" {
+		return nil, fmt.Errorf("a path needs at least dev=INTERFACE and remote=PEER_ADDRESS")
+	}
+	return p, nil
+}
+
+func parseWeights(args []string) ([]float64, error) {
+	var out []float64
+	for _, a := range args {
+		for _, s := range strings.Split(a, ",") {
+			if s == "" {
+				continue
+			}
+			w, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a number", s)
+			}
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+func parseMode(s string) (pb.Mode, error) {
+	m, ok := pb.Mode_value["MODE_"+strings.ToUpper(s)]
+	if !ok || m == 0 {
+		return 0, fmt.Errorf("unknown mode %q: use rr, wrr or edpf", s)
+	}
+	return pb.Mode(m), nil
+}
+
+func modeName(m pb.Mode) string { return strings.ToLower(strings.TrimPrefix(m.String(), "MODE_")) }
+
+func newTunnelRemoveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm ID",
+		Short: "Remove a tunnel (its device's traffic then passes untouched)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(args[0], 10, 16)
+			if err != nil {
+				return usagef(cmd, "tunnel id %q is not a number from 1 to 65535", args[0])
+			}
+			c, done, err := agentClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := callCtx(cmd)
+			defer cancel()
+			_, err = c.RemoveTunnel(ctx, &pb.TunnelRef{Id: uint32(id)})
+			return explain(err)
+		},
+	}
+}
+
+func newTunnelListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List tunnels with their paths, weights and state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := agentClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := callCtx(cmd)
+			defer cancel()
+			r, err := c.ListTunnels(ctx, &pb.Empty{})
+			if err != nil {
+				return explain(err)
+			}
+			return printTunnels(cmd, r.Tunnels)
+		},
+	}
+}
+
+func printTunnels(cmd *cobra.Command, ts []*pb.Tunnel) error {
+	w := cmd.OutOrStdout()
+	if wantJSON(cmd) {
+		return printProto(w, &pb.ListTunnelsResponse{Tunnels: ts})
+	}
+	for _, t := range ts {
+		c := t.Config
+		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  port %d  mode %s  mtu %d\n", c.Id, c.Device, c.Address, c.RemotePrefix, c.Port, modeName(c.Mode), t.Mtu)
+		tb := newTable(w, "PATH", "INTERFACE", "LOCAL", "REMOTE", "NEXT HOP", "STATE", "WEIGHT", "RATE", "DELAY")
+		for _, p := range t.Paths {
+			state := "up"
+			if !p.Up {
+				state = "down"
+			}
+			tb.row(p.Config.Name, p.Config.Interface, p.Config.LocalAddr, p.Config.RemoteAddr, p.NextHopMac, state,
+				fmt.Sprintf("%.3f", p.Weight), fmtRate(p.Estimate.RateBps), fmtUs(p.Estimate.DelayUs))
+		}
+		if err := tb.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
