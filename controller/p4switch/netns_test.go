@@ -28,7 +28,7 @@ const (
 	addrB = "10.77.0.2"
 )
 
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	l := &lab{a: nstest.New(t, "a"), s: nstest.New(t, "s"), b: nstest.New(t, "b")}
 	l.s.Run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
