@@ -211,8 +211,10 @@ func TestBadConfigurationIsRefusedWhole(t *testing.T) {
 				c.Paths = append(c.Paths, c.Paths[0])
 			}
 		},
-		"duplicate addresses": func(c *pb.TunnelConfig) { c.Paths[2] = &pb.PathConfig{Name: "x", Interface: "eth1", RemoteAddr: "10.0.1.2"} },
-		"bad address":         func(c *pb.TunnelConfig) { c.Address = "10.99.0.1" },
+		"duplicate addresses": func(c *pb.TunnelConfig) {
+			c.Paths[2] = &pb.PathConfig{Name: "x", Interface: "eth1", RemoteAddr: "10.0.1.2"}
+		},
+		"bad address": func(c *pb.TunnelConfig) { c.Address = "10.99.0.1" },
 	}
 	for name, mutate := range bad {
 		c := tunnelConfig("1", "2", 3)

@@ -119,4 +119,3 @@ func inode(fi os.FileInfo) uint64 {
 	}
 	return 0
 }
-

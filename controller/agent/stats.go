@@ -44,7 +44,7 @@ func (h *history) add(s snapshot, capacity int) {
 	h.start = (h.start + 1) % len(h.snaps)
 }
 
-func (h *history) len() int            { return len(h.snaps) }
+func (h *history) len() int           { return len(h.snaps) }
 func (h *history) at(i int) *snapshot { return &h.snaps[(h.start+i)%len(h.snaps)] }
 
 type sampler struct {
@@ -339,4 +339,3 @@ func newProber(t *tunnel, i int, p *path) (*prober, error) {
 }
 
 func (p *prober) close() { unix.Close(p.fd) }
-

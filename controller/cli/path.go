@@ -79,4 +79,3 @@ func newPathCmd() *cobra.Command {
 	})
 	return cmd
 }
-
