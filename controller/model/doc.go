@@ -143,7 +143,18 @@
 // halved and quartered). The paper's rule, more links are not always better when delay
 // asymmetry is large, falls out of P3–P8: a slow path raises the in-order RTT R̂ (window
 // limits), the pipe R̄ (BBR's cap) and the skew (RACK), and under rr its low rate per
-// share caps the whole split.
+// share caps the whole split. Best does the same over the scheduler modes, for an optimiser that also picks the mode.
+//
+// # Validation against the lab
+//
+// Every input is something a lab run sets or measures: the scenario's paths (rate,
+// one-way delay, jitter, loss, queue) and traffic (cc, duration), plus the stack's MSS,
+// per-packet overhead and window. `plait model validate` (not built yet) is meant to
+// run `plait lab run` for each scenario point and configuration rr/wrr/edpf, read
+// summary.json's goodput_bps, call Paper with Bytes = goodput·duration/8 (E, the bytes
+// the run moved) and Predict with TCP.Duration = the run's duration, and report eq. (24)
+// per model, per link count and per ADA point. The lab's reordered_ratio, retransmits
+// and per-path bytes check Prediction.ReorderedRatio, Spurious and Share term by term.
 //
 // # Plots
 //

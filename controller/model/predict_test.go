@@ -348,3 +348,21 @@ func TestTextRoundTrip(t *testing.T) {
 		t.Error("mode spray accepted")
 	}
 }
+
+func TestBestOverModes(t *testing.T) {
+	// A2 under bbr: EDPF's in-order delivery keeps the pipe RTT within BBR's cap.
+	a2 := []Path{{Rate: 5e6, Delay: ms(100)}, {Rate: 2e6, Delay: ms(10)}, {Rate: 7e6, Delay: ms(50)}}
+	c, err := Best(a2, TCP{CC: BBR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Mode{RR, WRR, EDPF} {
+		s, _ := BestSubset(a2, m, TCP{CC: BBR})
+		if s.Prediction.Goodput > c.Prediction.Goodput {
+			t.Errorf("%v's best %v beats Best's %v (%v)", m, s.Prediction.Goodput, c.Prediction.Goodput, c.Split.Mode)
+		}
+	}
+	if only, _ := Best(a2, TCP{}, RR); only.Split.Mode != RR {
+		t.Errorf("asked for rr, got %v", only.Split.Mode)
+	}
+}

@@ -90,3 +90,23 @@ func BestSubset(paths []Path, mode Mode, tcp TCP) (Choice, error) {
 	}
 	return best, nil
 }
+
+// Best returns the best choice over the given modes (all three when none are given):
+// the path set, weights and scheduler with the highest predicted goodput. Ties go to
+// the earlier mode.
+func Best(paths []Path, tcp TCP, modes ...Mode) (Choice, error) {
+	if len(modes) == 0 {
+		modes = []Mode{RR, WRR, EDPF}
+	}
+	var best Choice
+	for i, m := range modes {
+		c, err := BestSubset(paths, m, tcp)
+		if err != nil {
+			return Choice{}, err
+		}
+		if i == 0 || c.Prediction.Goodput > best.Prediction.Goodput*(1+1e-9) {
+			best = c
+		}
+	}
+	return best, nil
+}
