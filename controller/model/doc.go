@@ -143,7 +143,8 @@
 // halved and quartered). The paper's rule, more links are not always better when delay
 // asymmetry is large, falls out of P3–P8: a slow path raises the in-order RTT R̂ (window
 // limits), the pipe R̄ (BBR's cap) and the skew (RACK), and under rr its low rate per
-// share caps the whole split. Best does the same over the scheduler modes, for an optimiser that also picks the mode.
+// share caps the whole split. Best does the same over the scheduler modes, for an
+// optimiser that also picks the mode.
 //
 // # Validation against the lab
 //
