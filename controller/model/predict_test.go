@@ -368,3 +368,37 @@ func TestBestOverModes(t *testing.T) {
 		t.Errorf("asked for rr, got %v", only.Split.Mode)
 	}
 }
+
+// BBR's inflight cap of 2·BDP(min_rtt): with SACK the pipe holds X·R̄, and when R̄
+// exceeds 2·min_rtt the cwnd-limited delivery rate drags the bandwidth estimate down
+// until the quantisation budget (7 segments here) fills the gap.
+func TestBBRInflightCap(t *testing.T) {
+	pb := 8.0 * (DefaultMSS + DefaultOverhead)
+	paths := []Path{{Rate: 50e6, Delay: ms(5)}, {Rate: 50e6, Delay: ms(100)}}
+	p, err := Predict(paths, Split{Mode: WRR}, TCP{CC: BBR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RTTs 10 and 105 ms (ACKs over the 5 ms path): R̄ = 57.5 ms, 2·min_rtt = 20 ms.
+	if want := defaultEta * 7 * pb / (0.0575 - 0.020); p.Limit != LimitBBR || !near(p.Goodput, want, 1e-9) {
+		t.Errorf("limit %s goodput %v, want %s %v", p.Limit, p.Goodput, LimitBBR, want)
+	}
+	// Within 2·min_rtt there is no cap; nor with cubic, nor with EDPF's in-order pipe.
+	for _, tc := range []struct {
+		paths []Path
+		split Split
+		tcp   TCP
+	}{
+		{[]Path{{Rate: 50e6, Delay: ms(5)}, {Rate: 50e6, Delay: ms(12)}}, Split{Mode: WRR}, TCP{CC: BBR}},
+		{paths, Split{Mode: WRR}, TCP{}},
+		{paths, Split{Mode: EDPF}, TCP{CC: BBR}},
+	} {
+		q, err := Predict(tc.paths, tc.split, tc.tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Limit == LimitBBR {
+			t.Errorf("%v %v %+v: capped by BBR's inflight", tc.split.Mode, tc.tcp.CC, tc.paths)
+		}
+	}
+}
