@@ -73,20 +73,20 @@ func splitWeights(paths []Path, split Split) ([]float64, error) {
 	if len(split.Weights) != len(paths) {
 		return nil, fmt.Errorf("%d weights for %d paths: give one weight per path", len(split.Weights), len(paths))
 	}
-	any := false
+	used := false
 	for i, x := range split.Weights {
 		if !(x >= 0) || math.IsInf(x, 0) {
 			return nil, fmt.Errorf("weight %v of %s: weights must be finite and at least 0", x, paths[i].label(i))
 		}
 		if x > 0 {
-			any = true
+			used = true
 			w[i] = x
 			if split.Mode != WRR {
 				w[i] = 1
 			}
 		}
 	}
-	if !any {
+	if !used {
 		return nil, errors.New("all weights are zero: at least one path must carry the flow")
 	}
 	return w, nil
