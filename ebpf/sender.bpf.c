@@ -170,6 +170,8 @@ static __always_inline int send(struct __sk_buff *skb)
 	struct tx_state *st = bpf_map_lookup_elem(&snd_states, &slot);
 	if (!st)
 		return verdict(SND_PASS_NO_TUNNEL, TC_ACT_OK);
+	if (skb->gso_segs > 1)
+		return verdict(SND_DROP_GSO, TC_ACT_SHOT);
 
 	int tel = cfg->flags & TX_F_TELEMETRY;
 	__u32 encap_len = PLAIT_ENCAP_LEN + (tel ? PLAIT_TEL_LEN : 0);

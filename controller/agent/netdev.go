@@ -106,8 +106,9 @@ func poke(dev string, src, dst netip.Addr) error {
 func peerName(dev string) string { return dev + "p" }
 
 // ensureTunnelDevice creates the tunnel device (a veth pair) when it is missing and sets
-// what striping needs: no ARP (the sender writes every Ethernet header), no offloads
-// (every packet wire-sized, checksums complete), the MTU, the address and the route.
+// what striping needs: no ARP (the sender writes every Ethernet header), no offloads and
+// no GSO (every packet wire-sized with a complete checksum), the MTU, the address and the
+// route.
 func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (netlink.Link, error) {
 	if len(peerName(name)) > unix.IFNAMSIZ-1 {
 		return nil, fmt.Errorf("tunnel device name %q is too long: use at most %d characters", name, unix.IFNAMSIZ-2)
@@ -139,6 +140,11 @@ func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (netlin
 		}
 		if err := offloadsOff(d); err != nil {
 			return nil, err
+		}
+		// TCP builds GSO super-packets whatever the device's offloads say; one header per
+		// wire packet needs one-segment skbs.
+		if err := netlink.LinkSetGSOMaxSegs(dl, 1); err != nil {
+			return nil, fmt.Errorf("limit GSO on %s: %w", d, err)
 		}
 		os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", d, "disable_ipv6"), []byte("1"), 0)
 		if err := netlink.LinkSetUp(dl); err != nil {

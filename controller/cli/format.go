@@ -11,10 +11,16 @@ import (
 )
 
 func fmtRate(bps float64) string {
-	if bps <= 0 || math.IsNaN(bps) {
+	switch {
+	case bps <= 0 || math.IsNaN(bps):
 		return "-"
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2fGbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.2fMbit/s", bps/1e6)
+	default:
+		return fmt.Sprintf("%.1fkbit/s", bps/1e3)
 	}
-	return scenario.FormatRate(bps)
 }
 
 func fmtUs(us float64) string {

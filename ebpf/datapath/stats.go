@@ -13,7 +13,7 @@ import (
 var (
 	SenderVerdicts = []string{
 		"pass_not_ipv4", "pass_no_tunnel", "pass_not_tunnel",
-		"drop_malformed", "drop_no_path", "drop_adjust",
+		"drop_malformed", "drop_gso", "drop_no_path", "drop_adjust",
 	}
 	ReceiverVerdicts = []string{
 		"pass_not_ipv4", "pass_not_udp", "pass_other_port", "pass_fragment",

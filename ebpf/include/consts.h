@@ -38,6 +38,8 @@ enum sender_stat {
 	SND_PASS_NO_TUNNEL,  /* no tunnel on this device */
 	SND_PASS_NOT_TUNNEL, /* destination outside the tunnel's remote prefix */
 	SND_DROP_MALFORMED,  /* IPv4 header shorter than its IHL says */
+	SND_DROP_GSO,        /* a GSO super-packet: one tag cannot number its segments;
+			      * the tunnel device needs gso_max_segs 1 (the agent sets it) */
 	SND_DROP_NO_PATH,    /* every path is down */
 	SND_DROP_ADJUST,     /* no room to encapsulate */
 	SND_STAT_MAX,
