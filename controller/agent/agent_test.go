@@ -25,7 +25,7 @@ type pair struct {
 	pinDir string
 }
 
-func newPair(t *testing.T, n int) *pair {
+func newPair(t testing.TB, n int) *pair {
 	t.Helper()
 	p := &pair{h1: nstest.New(t, "h1"), h2: nstest.New(t, "h2")}
 	for i := 1; i <= n; i++ {
@@ -43,7 +43,7 @@ func newPair(t *testing.T, n int) *pair {
 	return p
 }
 
-func (p *pair) start(t *testing.T, ns *nstest.NS, name string) *Agent {
+func (p *pair) start(t testing.TB, ns *nstest.NS, name string) *Agent {
 	t.Helper()
 	pin := filepath.Join("/sys/fs/bpf/plait", ns.Name)
 	state := filepath.Join(t.TempDir(), name+".json")
@@ -63,7 +63,7 @@ func (p *pair) start(t *testing.T, ns *nstest.NS, name string) *Agent {
 
 // runSampler runs the agent's sampling loop on a thread inside its namespace, as the
 // daemon does, until the test ends.
-func runSampler(t *testing.T, ns *nstest.NS, a *Agent) {
+func runSampler(t testing.TB, ns *nstest.NS, a *Agent) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -74,7 +74,7 @@ func runSampler(t *testing.T, ns *nstest.NS, a *Agent) {
 }
 
 // run calls f with the namespace of the agent's host entered, as the daemon would run.
-func run[T any](t *testing.T, ns *nstest.NS, f func() (T, error)) (T, error) {
+func run[T any](t testing.TB, ns *nstest.NS, f func() (T, error)) (T, error) {
 	var out T
 	err := ns.Do(func() (err error) {
 		out, err = f()
@@ -93,7 +93,7 @@ func tunnelConfig(local, remote string, n int, weights ...float64) *pb.TunnelCon
 	return c
 }
 
-func (p *pair) configure(t *testing.T, weights ...float64) {
+func (p *pair) configure(t testing.TB, weights ...float64) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tunnelConfig("1", "2", 3, weights...)) }); err != nil {

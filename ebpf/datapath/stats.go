@@ -2,6 +2,10 @@ package datapath
 
 import (
 	"fmt"
+	"io"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
 
@@ -280,4 +284,46 @@ func (d *Datapath) ReadReceiver(slot, epoch uint32) (RxTunnel, error) {
 		}
 	}
 	return out, nil
+}
+
+// RunStats is the kernel's account of a program's runs in real traffic; it only grows
+// while run-time statistics are enabled (EnableRunStats).
+type RunStats struct {
+	Runs    uint64
+	Runtime time.Duration
+}
+
+// PerRun is the mean cost of one run.
+func (r RunStats) PerRun() time.Duration {
+	if r.Runs == 0 {
+		return 0
+	}
+	return r.Runtime / time.Duration(r.Runs)
+}
+
+// EnableRunStats turns on the kernel's per-program run-time accounting (which costs a
+// clock read per run) until the returned Closer is closed.
+func EnableRunStats() (io.Closer, error) {
+	c, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Errorf("enable BPF run-time statistics: %w", err)
+	}
+	return c, nil
+}
+
+// RunStats returns the sender's (all instances) and the receiver's run statistics.
+func (d *Datapath) RunStats() (sender, receiver RunStats, err error) {
+	for _, p := range d.sndProgs {
+		s, err := p.Stats()
+		if err != nil {
+			return sender, receiver, fmt.Errorf("sender run statistics: %w", err)
+		}
+		sender.Runs += s.RunCount
+		sender.Runtime += s.Runtime
+	}
+	s, err := d.rcv.PlaitReceiver.Stats()
+	if err != nil {
+		return sender, receiver, fmt.Errorf("receiver run statistics: %w", err)
+	}
+	return sender, RunStats{Runs: s.RunCount, Runtime: s.Runtime}, nil
 }
