@@ -1,10 +1,7 @@
 // Package wireformat proves that the definitions of the Plait wire format agree: the Go
-// layout (wire.Layout) is the reference; the P4 headers (p4/include/headers.p4) are
-// checked here field by field, and the Go encoder against the layout byte by byte.
-//
-// The C side (ebpf/include/plait.h) joins as TestCLayout: it belongs to the eBPF
-// datapath's engineer, who compiles a probe of offsetof/sizeof and compares it with
-// wire.Layout in the same way (plait_hdr packs version and flags into ver_flags).
+// layout (wire.Layout) is the reference; the P4 headers (p4/include/headers.p4) and the
+// C structs as compiled into the datapath (ebpf/include/plait.h, TestCLayout) are checked
+// field by field, and the Go encoder against the layout byte by byte.
 package wireformat
 
 import (

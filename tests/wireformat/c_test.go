@@ -1,0 +1,95 @@
+package wireformat
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/plait/plait/wire"
+)
+
+// TestCLayout compiles ebpf/include/plait.h the way the datapath is compiled (clang, BPF
+// target, the same flags), reads struct plait_hdr and plait_tel from the object's BTF and
+// checks them against wire.Layout: names, bit offsets, sizes, and a big-endian typedef
+// (__be16/__be32) for every multi-byte field. C cannot address a nibble, so consecutive
+// sub-byte layout fields form one C member (version + flags = ver_flags).
+func TestCLayout(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "layout.c")
+	// Globals put the structs into BTF; the programs only use them through pointers.
+	if err := os.WriteFile(src, []byte("#include \"plait.h\"\nstruct plait_hdr h;\nstruct plait_tel t;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	obj := filepath.Join(dir, "layout.o")
+	cmd := exec.Command("clang", "-target", "bpf", "-O2", "-g", "-mcpu=v3", "-I../../ebpf/include",
+		"-I/usr/include/"+archDir(), "-c", src, "-o", obj)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compile plait.h: %v\n%s", err, out)
+	}
+	spec, err := btf.LoadSpec(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, fields := range wire.Layout {
+		var st *btf.Struct
+		if err := spec.TypeByName(name, &st); err != nil {
+			t.Fatalf("struct %s: %v", name, err)
+		}
+		var want []wire.Field
+		for i := 0; i < len(fields); i++ {
+			f := fields[i]
+			if f.Bits < 8 {
+				names := []string{}
+				start := f.BitOff
+				bits := 0
+				for ; i < len(fields) && bits < 8; i++ {
+					bits += fields[i].Bits
+					names = append(names, fields[i].Name)
+				}
+				i--
+				f = wire.Field{Name: names[0][:3] + "_" + names[1], BitOff: start, Bits: bits}
+			}
+			want = append(want, f)
+		}
+		if len(st.Members) != len(want) {
+			t.Errorf("C struct %s has %d members, wire.Layout %d", name, len(st.Members), len(want))
+			continue
+		}
+		for i, m := range st.Members {
+			w := want[i]
+			size, err := btf.Sizeof(m.Type)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Name != w.Name || int(m.Offset) != w.BitOff || size*8 != w.Bits {
+				t.Errorf("C %s.%s at bit %d, %d bits; wire.Layout %s at bit %d, %d bits", name, m.Name, m.Offset, size*8, w.Name, w.BitOff, w.Bits)
+			}
+			if td, ok := m.Type.(*btf.Typedef); w.Bits > 8 && (!ok || !strings.HasPrefix(td.Name, "__be")) {
+				t.Errorf("C %s.%s is %v, want a big-endian __be%d", name, m.Name, m.Type, w.Bits)
+			}
+		}
+		if size, _ := btf.Sizeof(st); size*8 != sum(fields) {
+			t.Errorf("C struct %s is %d bytes, wire.Layout %d bits", name, size, sum(fields))
+		}
+	}
+}
+
+func archDir() string {
+	if runtime.GOARCH == "arm64" {
+		return "aarch64-linux-gnu"
+	}
+	return "x86_64-linux-gnu"
+}
+
+func sum(fs []wire.Field) int {
+	n := 0
+	for _, f := range fs {
+		n += f.Bits
+	}
+	return n
+}
