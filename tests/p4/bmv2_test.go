@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"github.com/plait/plait/controller/p4info"
 	"github.com/plait/plait/internal/nstest"
-	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
