@@ -1,0 +1,95 @@
+package p4switch_test
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+
+	plaitv1 "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller/p4info"
+	"github.com/plait/plait/controller/p4switch"
+	"github.com/plait/plait/wire"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// plaitFrame is a Plait packet with a telemetry block, padded to size bytes.
+func plaitFrame(size int) []byte {
+	f := []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00}
+	ipLen := size - 14
+	f = append(f, 0x45, 0, byte(ipLen>>8), byte(ipLen), 0, 0, 0x40, 0, 64, 17, 0, 0, 172, 16, 0, 1, 172, 16, 1, 1)
+	f = binary.BigEndian.AppendUint16(f, wire.Port)
+	f = binary.BigEndian.AppendUint16(f, wire.Port)
+	f = binary.BigEndian.AppendUint16(f, uint16(ipLen-20))
+	f = append(f, 0, 0)
+	f = wire.AppendHeader(f, wire.Header{Version: wire.Version, Flags: wire.FlagTelemetry, PathID: 1, TunnelID: 7})
+	f = wire.AppendTelemetry(f, wire.Telemetry{})
+	return append(f, make([]byte, size-len(f))...)
+}
+
+// Frames queued behind a slow link carry the queueing they met in their telemetry.
+func TestTelemetryThroughQueue(t *testing.T) {
+	r := newRig(t, 2)
+	r.stream(t, 1)
+	if err := r.write(1, p4v1.Update_INSERT, r.entry(t, "port_fwd", []p4info.Match{p4info.Exact("standard_metadata.ingress_port", 1)}, "forward", p4info.P("port", 2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sw.SetLinkParams(2, p4switch.LinkParams{RateBps: 8e6}); err != nil { // 1000 B: 1 ms
+		t.Fatal(err)
+	}
+	const n = 5
+	for i := 0; i < n; i++ {
+		r.ports[1].Inject(plaitFrame(1000))
+	}
+	off := 14 + 20 + 8 + wire.HeaderLen
+	for i := 0; i < n; i++ {
+		f := r.recvFrame(t, 2)
+		tel, err := wire.ParseTelemetry(f[off:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantQ := uint16(max(i-1, 0))
+		// Arrivals are microseconds apart: the wait is i ms less that spread.
+		if tel.Hops != 1 || tel.MaxQdepth < wantQ || tel.MaxQdepth > wantQ+1 || int(tel.QueueUs) > i*1000 || int(tel.QueueUs) < i*1000-300 {
+			t.Errorf("frame %d: telemetry %+v, want hops 1, max_qdepth %d, queue_us about %d", i, tel, wantQ, i*1000)
+		}
+	}
+}
+
+func TestSetLinkErrors(t *testing.T) {
+	r := newRig(t, 2)
+	ctx := context.Background()
+	before, _ := r.sw.GetLinks(ctx, &plaitv1.GetLinksRequest{})
+	loss, rate := 200.0, uint64(5e6)
+	cases := []struct {
+		name string
+		req  *plaitv1.SetLinkRequest
+		want codes.Code
+	}{
+		{"unknown port", &plaitv1.SetLinkRequest{Port: 9, Params: &plaitv1.LinkParams{RateBps: &rate}}, codes.NotFound},
+		{"bad loss", &plaitv1.SetLinkRequest{Port: 2, Params: &plaitv1.LinkParams{RateBps: &rate, LossPercent: &loss}}, codes.InvalidArgument},
+		{"bad ge", &plaitv1.SetLinkRequest{Port: 2, Params: &plaitv1.LinkParams{GilbertElliott: &plaitv1.GilbertElliott{PBadToGood: -1}}}, codes.InvalidArgument},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := r.sw.SetLink(ctx, c.req); status.Code(err) != c.want {
+				t.Errorf("SetLink: %v, want %v", err, c.want)
+			}
+			after, _ := r.sw.GetLinks(ctx, &plaitv1.GetLinksRequest{})
+			if !proto.Equal(before, after) {
+				t.Errorf("a refused SetLink changed the links:\n%v\n%v", before, after)
+			}
+		})
+	}
+	delay := uint64(20000)
+	l, err := r.sw.SetLink(ctx, &plaitv1.SetLinkRequest{Port: 2, Params: &plaitv1.LinkParams{DelayUs: &delay}})
+	if err != nil || l.GetParams().GetDelayUs() != 20000 || l.GetParams().GetQueuePackets() != p4switch.DefaultQueuePackets {
+		t.Errorf("SetLink delay: %v %v", l, err)
+	}
+	l, err = r.sw.SetLink(ctx, &plaitv1.SetLinkRequest{Port: 2, Params: &plaitv1.LinkParams{RateBps: &rate}})
+	if err != nil || l.GetParams().GetDelayUs() != 20000 || l.GetParams().GetRateBps() != rate {
+		t.Errorf("SetLink rate kept the delay? %v %v", l, err)
+	}
+}
