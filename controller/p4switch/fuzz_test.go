@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/plait/plait/controller/p4info"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"github.com/plait/plait/controller/p4info"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"testing"
 
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	plaitv1 "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller/p4info"
 	"github.com/plait/plait/controller/p4switch"
 	"github.com/plait/plait/wire"
-	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
