@@ -31,7 +31,10 @@ const (
 func newLab(t testing.TB) *lab {
 	t.Helper()
 	l := &lab{a: nstest.New(t, "a"), s: nstest.New(t, "s"), b: nstest.New(t, "b")}
-	l.s.Run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	// No IPv6 chatter (router solicitations, MLD) across the switch to blur the counts.
+	for _, ns := range []*nstest.NS{l.a, l.s, l.b} {
+		ns.Run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	}
 	nstest.Veth(t, l.a, "eth0", l.s, "p1")
 	nstest.Veth(t, l.s, "p2", l.b, "eth0")
 	for _, x := range []struct {
@@ -42,7 +45,21 @@ func newLab(t testing.TB) *lab {
 	}
 	l.a.Addr("eth0", addrA+"/24")
 	l.b.Addr("eth0", addrB+"/24")
+	// Static neighbours: no ARP crosses the emulated links to blur the counts.
+	l.a.Run("ip", "neigh", "replace", addrB, "lladdr", macOf(t, l.b, "eth0"), "dev", "eth0", "nud", "permanent")
+	l.b.Run("ip", "neigh", "replace", addrA, "lladdr", macOf(t, l.a, "eth0"), "dev", "eth0", "nud", "permanent")
 	return l
+}
+
+func macOf(t testing.TB, ns *nstest.NS, dev string) string {
+	t.Helper()
+	var links []struct {
+		Address string `json:"address"`
+	}
+	if err := json.Unmarshal([]byte(ns.Run("ip", "-j", "link", "show", "dev", dev)), &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j link show %s: %v", dev, err)
+	}
+	return links[0].Address
 }
 
 // wire opens the switch's ports in s and programs port 1 <-> port 2.
