@@ -104,6 +104,7 @@ with an empty or BMv2 JSON device config.`,
 			errc := make(chan error, 1)
 			go func() { errc <- g.Serve(lis) }()
 			log.Info("switch running", "grpc", lis.Addr().String(), "ports", len(ports), "device_id", deviceID, "gomaxprocs", runtime.GOMAXPROCS(0))
+			defer func() { log.Info("switch stopped", "stats", fmt.Sprintf("%+v", sw.Stats())) }()
 			select {
 			case <-cmd.Context().Done():
 				g.Stop()

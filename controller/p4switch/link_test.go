@@ -132,3 +132,28 @@ func TestLinkParamsValidate(t *testing.T) {
 		})
 	}
 }
+
+// Down drops new packets and those still queued; up again, the link carries traffic.
+func TestDown(t *testing.T) {
+	l, freed := testLink(LinkParams{RateBps: 8e6}, 1000)
+	for i := 0; i < 3; i++ {
+		l.enqueue(&packet{}, 0)
+	}
+	l.set(LinkParams{RateBps: 8e6, Down: true})
+	l.enqueue(&packet{}, 0)
+	l.mu.Lock()
+	l.advance(int64(time.Second))
+	out := l.popDue(int64(time.Second), nil, 100)
+	l.mu.Unlock()
+	if len(out) != 1 || len(*freed) != 3 || l.stats.DownDrops != 3 {
+		t.Fatalf("down: %d out (the one already on the wire), %d dropped, %d down drops; want 1, 3, 3", len(out), len(*freed), l.stats.DownDrops)
+	}
+	l.set(LinkParams{})
+	l.enqueue(&packet{}, int64(time.Second))
+	l.mu.Lock()
+	out = l.popDue(int64(time.Second), nil, 100)
+	l.mu.Unlock()
+	if len(out) != 1 {
+		t.Errorf("up again: %d out, want 1", len(out))
+	}
+}

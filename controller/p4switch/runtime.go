@@ -228,11 +228,11 @@ func (s *Switch) Write(_ context.Context, req *p4v1.WriteRequest) (*p4v1.WriteRe
 	return nil, batchError(errs)
 }
 
-// batchError is the spec's UNKNOWN status with one p4.v1.Error per update.
+// batchError is the spec's UNKNOWN status with one p4.v1.Error per update; its message
+// repeats the first failure so that clients which print only the message say something.
 func batchError(errs []error) error {
-	st := status.New(codes.Unknown, "write failure")
 	var details []*p4v1.Error
-	var first string
+	first := ""
 	for i, err := range errs {
 		if err == nil {
 			details = append(details, &p4v1.Error{CanonicalCode: int32(codes.OK)})
@@ -244,7 +244,7 @@ func batchError(errs []error) error {
 		}
 		details = append(details, &p4v1.Error{CanonicalCode: int32(es.Code()), Message: es.Message()})
 	}
-	st = status.New(codes.Unknown, "write failure: "+first)
+	st := status.New(codes.Unknown, "write failure: "+first)
 	for _, d := range details {
 		if withD, err := st.WithDetails(d); err == nil {
 			st = withD

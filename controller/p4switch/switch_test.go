@@ -3,6 +3,7 @@ package p4switch_test
 import (
 	"context"
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
@@ -91,5 +92,27 @@ func TestSetLinkErrors(t *testing.T) {
 	l, err = r.sw.SetLink(ctx, &plaitv1.SetLinkRequest{Port: 2, Params: &plaitv1.LinkParams{RateBps: &rate}})
 	if err != nil || l.GetParams().GetDelayUs() != 20000 || l.GetParams().GetRateBps() != rate {
 		t.Errorf("SetLink rate kept the delay? %v %v", l, err)
+	}
+}
+
+func TestNewRejectsBadPorts(t *testing.T) {
+	mp := func() p4switch.Port { return p4switch.NewMemPort("m") }
+	cases := []struct {
+		name string
+		opts []p4switch.Option
+		want string
+	}{
+		{"cpu port", []p4switch.Option{p4switch.WithPort(255, mp(), p4switch.LinkParams{})}, "CPU port"},
+		{"drop port", []p4switch.Option{p4switch.WithPort(511, mp(), p4switch.LinkParams{})}, "0 to 510"},
+		{"twice", []p4switch.Option{p4switch.WithPort(1, mp(), p4switch.LinkParams{}), p4switch.WithPort(1, mp(), p4switch.LinkParams{})}, "twice"},
+		{"bad link", []p4switch.Option{p4switch.WithPort(1, mp(), p4switch.LinkParams{LossPercent: -1})}, "loss"},
+		{"bad cpu port", []p4switch.Option{p4switch.WithCPUPort(600)}, "cpu port"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := p4switch.New(c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New: %v, want error mentioning %q", err, c.want)
+			}
+		})
 	}
 }
