@@ -209,6 +209,7 @@ func (s *Switch) rxLoop(sp *swPort) {
 		pkts[i] = s.pool.get()
 	}
 	outs := make([]*swPort, rxBatch)
+	warned := false
 	for {
 		n, err := sp.port.recv(pkts)
 		if err != nil {
@@ -223,6 +224,15 @@ func (s *Switch) rxLoop(sp *swPort) {
 		}
 		now := s.now()
 		s.stats.rxPackets.Add(uint64(n))
+		if !warned {
+			for _, pk := range pkts[:n] {
+				if pk.end < 0 {
+					s.log.Warn("dropping frames larger than the interface MTU: turn offloads off on both ends (ethtool -K DEV tx off rx off tso off gso off gro off)", "port", sp.num, "interface", sp.port.Name())
+					warned = true
+					break
+				}
+			}
+		}
 		s.pipe.mu.RLock()
 		for i := 0; i < n; i++ {
 			outs[i] = s.ingress(pkts[i], sp.num, now)
