@@ -162,13 +162,19 @@ func (n *NS) Start(name string, args ...string) (cmd *exec.Cmd, output func() st
 	return cmd, buf.String
 }
 
-// Do runs f on an OS thread that has entered the namespace.
+// Do runs f on an OS thread that has entered the namespace, and puts the thread back
+// in its own namespace afterwards. A thread that cannot go back stays locked, so Go
+// retires it rather than run other goroutines in the wrong namespace.
 func (n *NS) Do(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is never returned to the scheduler's pool: it dies with the goroutine
-		// instead of carrying the namespace into unrelated goroutines.
 		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- fmt.Errorf("current namespace: %w", err)
+			return
+		}
+		defer orig.Close()
 		h, err := netns.GetFromPath(n.Path())
 		if err != nil {
 			errc <- err
@@ -179,7 +185,11 @@ func (n *NS) Do(f func() error) error {
 			errc <- fmt.Errorf("setns %s: %w", n.Name, err)
 			return
 		}
-		errc <- f()
+		err = f()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }
