@@ -2,4 +2,4 @@
 // emulation (P4Runtime itself comes from github.com/p4lang/p4runtime).
 package plaitv1
 
-//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative agent.proto link.proto
+//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative agent.proto link.proto controller.proto
