@@ -19,12 +19,38 @@ import (
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller/agent"
+	"github.com/plait/plait/controller/control"
 )
 
 // addClientFlags adds the flags every operator verb shares to root.
 func addClientFlags(root *cobra.Command) {
 	root.PersistentFlags().String("agent", envOr("PLAIT_AGENT", agent.DefaultSocket), "agent socket to talk to (env PLAIT_AGENT)")
+	root.PersistentFlags().String("controller", os.Getenv("PLAIT_CONTROLLER"), "controller socket: weights and mode go through the controller instead of the agent (env PLAIT_CONTROLLER)")
 	root.PersistentFlags().Bool("json", false, "print JSON instead of a table")
+}
+
+// controllerClient connects to the controller named by --controller, or says how to name
+// one when ask is true.
+func controllerClient(cmd *cobra.Command) (pb.ControllerClient, func(), error) {
+	socket, _ := cmd.Flags().GetString("controller")
+	if socket == "" {
+		socket = control.DefaultSocket
+	}
+	if _, err := os.Stat(socket); err != nil {
+		return nil, nil, fmt.Errorf("no controller at %s: start one with `plait controller --network FILE` or point --controller at its socket", socket)
+	}
+	c, conn, err := control.Dial(socket)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() { conn.Close() }, nil
+}
+
+// viaController is true when the operator named a controller: steering verbs then go
+// through it, so that it does not undo them at its next interval.
+func viaController(cmd *cobra.Command) bool {
+	s, _ := cmd.Flags().GetString("controller")
+	return s != ""
 }
 
 func envOr(key, def string) string {

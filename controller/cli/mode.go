@@ -11,13 +11,39 @@ func newModeCmd() *cobra.Command {
 		Use:   "mode",
 		Short: "Set a tunnel's scheduler",
 	}
-	var tunnel uint32
+	var (
+		tunnel uint32
+		from   string
+	)
 	set := &cobra.Command{
-		Use:       "set rr|wrr|edpf",
-		Short:     "Set the scheduler: rr (round robin), wrr (weighted), edpf (earliest delivery)",
+		Use:   "set auto|rr|wrr|edpf",
+		Short: "Set the scheduler: rr (round robin), wrr (weighted), edpf (earliest delivery); auto (controller)",
+		Long: `Set the scheduler. With --controller, the controller holds the mode until 'mode set auto'
+(rr and wrr then take dead paths out only; edpf keeps being fed estimates). Without, the
+mode goes straight to the agent's datapath.`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"rr", "wrr", "edpf"},
+		ValidArgs: []string{"auto", "rr", "wrr", "edpf"},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if viaController(cmd) {
+				c, done, err := controllerClient(cmd)
+				if err != nil {
+					return err
+				}
+				defer done()
+				ctx, cancel := callCtx(cmd)
+				defer cancel()
+				p, err := c.SetMode(ctx, &pb.ControllerModeRequest{TunnelId: tunnel, From: from, Mode: args[0]})
+				if err != nil {
+					return explain(err)
+				}
+				if wantJSON(cmd) {
+					return printProto(cmd.OutOrStdout(), p)
+				}
+				return printPaths(cmd.OutOrStdout(), p)
+			}
+			if args[0] == "auto" {
+				return usagef(cmd, "auto needs a controller: give --controller SOCKET")
+			}
 			m, err := parseMode(args[0])
 			if err != nil {
 				return usagef(cmd, "%v", err)
@@ -36,7 +62,8 @@ func newModeCmd() *cobra.Command {
 			return printTunnels(cmd, []*pb.Tunnel{t})
 		},
 	}
-	set.Flags().Uint32Var(&tunnel, "tunnel", 0, "tunnel id (needed when the host has several)")
+	set.Flags().Uint32Var(&tunnel, "tunnel", 0, "tunnel id (needed when there are several)")
+	set.Flags().StringVar(&from, "from", "", "with --controller: the sending host of the direction")
 	cmd.AddCommand(set)
 	return cmd
 }

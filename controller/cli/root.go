@@ -56,6 +56,10 @@ matched to the paths' capacity and delay.`,
 		newModeCmd(),
 		newPathCmd(),
 		newStatsCmd(),
+		newControllerCmd(),
+		newStatusCmd(),
+		newPathsCmd(),
+		newWatchCmd(),
 	)
 	addClientFlags(root)
 	return root

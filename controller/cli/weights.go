@@ -9,18 +9,28 @@ import (
 func newWeightsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "weights",
-		Short: "Set the split weights of a tunnel's paths",
+		Short: "Set a tunnel's split weights by hand, or hand them back to the controller",
 	}
-	var tunnel uint32
+	var (
+		tunnel uint32
+		from   string
+	)
+	cmd.PersistentFlags().Uint32Var(&tunnel, "tunnel", 0, "tunnel id (needed when there are several)")
+	cmd.PersistentFlags().StringVar(&from, "from", "", "with --controller: the sending host of the direction (default: the tunnel's first host)")
 	set := &cobra.Command{
-		Use:     "set W1 W2 ...",
-		Short:   "Set wrr weights, one per path in path order (switches the tunnel to wrr)",
-		Example: "  plait weights set 1 2 3\n  plait weights set 5,2,7 --tunnel 1",
+		Use:   "set W1 W2 ...",
+		Short: "Set wrr weights, one per path in path order (switches the tunnel to wrr)",
+		Long: `Set wrr weights, one per path in path order. With --controller the controller holds them
+until 'plait weights auto'; without, they go straight to the agent's datapath.`,
+		Example: "  plait weights set 1 2 3\n  plait --controller /run/plait/controller.sock weights set 5,2,7",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := parseWeights(args)
 			if err != nil {
 				return usagef(cmd, "%v", err)
+			}
+			if viaController(cmd) {
+				return controllerWeights(cmd, tunnel, from, w)
 			}
 			c, done, err := agentClient(cmd)
 			if err != nil {
@@ -41,7 +51,32 @@ func newWeightsCmd() *cobra.Command {
 			return printTunnels(cmd, []*pb.Tunnel{t})
 		},
 	}
-	set.Flags().Uint32Var(&tunnel, "tunnel", 0, "tunnel id (needed when the host has several)")
-	cmd.AddCommand(set)
+	auto := &cobra.Command{
+		Use:   "auto",
+		Short: "Hand a direction's weights back to the controller's automatic control",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return controllerWeights(cmd, tunnel, from, nil)
+		},
+	}
+	cmd.AddCommand(set, auto)
 	return cmd
+}
+
+func controllerWeights(cmd *cobra.Command, tunnel uint32, from string, w []float64) error {
+	c, done, err := controllerClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := callCtx(cmd)
+	defer cancel()
+	p, err := c.SetWeights(ctx, &pb.ControllerWeightsRequest{TunnelId: tunnel, From: from, Weights: w})
+	if err != nil {
+		return explain(err)
+	}
+	if wantJSON(cmd) {
+		return printProto(cmd.OutOrStdout(), p)
+	}
+	return printPaths(cmd.OutOrStdout(), p)
 }

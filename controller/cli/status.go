@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/plait/plait/api/plait/v1"
+)
+
+func newStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the controller's agents and switches and whether it reaches them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, done, err := controllerClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := callCtx(cmd)
+			defer cancel()
+			st, err := c.Status(ctx, &pb.StatusRequest{})
+			if err != nil {
+				return explain(err)
+			}
+			w := cmd.OutOrStdout()
+			if wantJSON(cmd) {
+				return printProto(w, st)
+			}
+			fmt.Fprintf(w, "controller up %.0fs, interval %.0fms, metrics on %s\n", st.UptimeS, st.IntervalS*1000, st.MetricsAddress)
+			tb := newTable(w, "AGENT", "SOCKET", "CONNECTED", "RECONNECTS", "LAST ERROR")
+			for _, a := range st.Agents {
+				tb.row(a.Name, a.Socket, yesNo(a.Connected), fmt.Sprint(a.Reconnects), a.LastError)
+			}
+			if err := tb.flush(); err != nil {
+				return err
+			}
+			tb = newTable(w, "SWITCH", "ADDRESS", "PRIMARY", "ENTRIES", "PROGRAMMED", "LAST ERROR")
+			for _, s := range st.Switches {
+				tb.row(s.Name, s.Address, yesNo(s.Primary), fmt.Sprint(s.Entries), fmt.Sprint(s.Programmed), s.LastError)
+			}
+			return tb.flush()
+		},
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,196 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller/model"
+)
+
+// direction is one way through a tunnel: packets from one end (an agent's eBPF sender, or
+// a split switch) to the other end's receiver. The controller estimates and steers each
+// direction on its own; a tunnel's reverse direction carries its ACKs.
+type direction struct {
+	tunnel *Tunnel
+	from   string // sending agent (or the host a split switch serves)
+	to     string // receiving agent
+	split  *splitTarget
+
+	paths []string // names, in path-id order
+	ests  []*pathEstimator
+	opt   *optimizer
+
+	override string    // auto, rr, wrr, edpf
+	manual   []float64 // operator's weights, with override wrr
+
+	tx, rx     *pb.TunnelStats // latest from each end
+	prevRx     *pb.TunnelStats
+	current    target  // what the sender holds, as far as the controller knows
+	pushed     bool    // current was written since the sender (re)connected
+	goodput    float64 // delivered, last interval
+	reordered  float64
+	interPath  float64
+	lastUpdate time.Time
+}
+
+// splitTarget is a split switch that serves a direction in place of a host sender.
+type splitTarget struct {
+	sw    *switchConn
+	split *Split
+}
+
+func newDirection(t *Tunnel, from, to string, now time.Time) *direction {
+	d := &direction{tunnel: t, from: from, to: to, override: "auto"}
+	if t.Mode != "auto" {
+		d.override = t.Mode
+		d.manual = t.Weights
+	}
+	d.opt = newOptimizer(0, now)
+	return d
+}
+
+func (d *direction) name() string { return fmt.Sprintf("tunnel %d %s->%s", d.tunnel.ID, d.from, d.to) }
+
+// setPaths (re)sizes the direction's state when the sender tells its paths.
+func (d *direction) setPaths(names []string, now time.Time) {
+	if equalStrings(d.paths, names) {
+		return
+	}
+	d.paths = names
+	d.ests = make([]*pathEstimator, len(names))
+	for i := range d.ests {
+		d.ests[i] = newPathEstimator()
+	}
+	d.opt = newOptimizer(len(names), now)
+	d.current, d.pushed = target{}, false
+	if d.manual != nil && len(d.manual) != len(names) {
+		d.manual = nil
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// observe folds the receiver's latest statistics into the path estimates and reports
+// whether any path's liveness changed.
+func (d *direction) observe(now time.Time) (livenessChanged bool) {
+	if d.rx == nil || len(d.ests) == 0 {
+		return false
+	}
+	var txBps []float64
+	if d.tx != nil {
+		for _, p := range d.tx.Paths {
+			txBps = append(txBps, p.TxBps)
+		}
+	}
+	var goodput float64
+	for i, e := range d.ests {
+		if i >= len(d.rx.Paths) {
+			break
+		}
+		p := d.rx.Paths[i]
+		age := time.Duration(-1)
+		if !math.IsNaN(p.LastRxAgeMs) {
+			age = time.Duration(p.LastRxAgeMs * float64(time.Millisecond))
+		}
+		o := Observation{
+			At: now, Interval: time.Duration(d.rx.IntervalS * float64(time.Second)),
+			RxBps: p.RxBps, RxPackets: p.RxPackets, Lost: p.Lost, Late: p.Late,
+			OwdMin: p.OwdMinUs, OwdMean: p.OwdMeanUs, Queue: p.QueueUs,
+			DispBps: p.DispersionBps, DispN: p.DispersionSamples, RxAge: age,
+		}
+		if i < len(txBps) {
+			o.TxBps = txBps[i]
+		}
+		was := e.est.Alive
+		e.update(o)
+		livenessChanged = livenessChanged || was != e.est.Alive
+		goodput += p.RxBps
+	}
+	d.goodput = goodput
+	if d.prevRx != nil && d.rx.Reorder != nil && d.prevRx.Reorder != nil {
+		r, p := d.rx.Reorder, d.prevRx.Reorder
+		if n := r.Received - p.Received; n > 0 {
+			d.reordered = float64(r.Reordered-p.Reordered) / float64(n)
+			d.interPath = float64(r.InterPath-p.InterPath) / float64(n)
+		}
+	}
+	d.prevRx = d.rx
+	d.lastUpdate = now
+	return livenessChanged
+}
+
+// decide runs the optimiser for the next interval.
+func (d *direction) decide(now time.Time, tcp model.TCP) target {
+	if len(d.ests) == 0 {
+		return target{}
+	}
+	return d.opt.decide(now, d.ests, d.override, d.manual, tcp)
+}
+
+// view describes the direction for the operator API.
+func (d *direction) view() *pb.Direction {
+	v := &pb.Direction{
+		TunnelId: d.tunnel.ID, From: d.from, To: d.to, Control: d.override,
+		GoodputBps: d.goodput, PredictedBps: d.opt.predict, Reordered: d.reordered, InterPath: d.interPath,
+		Reason: d.opt.reason,
+	}
+	if d.override == "wrr" && d.manual != nil {
+		v.Control = "manual weights"
+	}
+	if d.split != nil {
+		v.From = d.from + " (split switch " + d.split.sw.cfg.Name + ")"
+	}
+	v.Mode = modeString(d.current.mode)
+	shares := d.current.shares()
+	for i, name := range d.paths {
+		e := d.ests[i].est
+		pv := &pb.PathView{
+			Name: name, Up: e.Alive, CapacityBps: e.Capacity, OwdUs: e.Base, QueueUs: e.Queue,
+			Loss: e.Loss, Late: e.Late,
+		}
+		if !e.CapacityKnown {
+			pv.CapacityBps = math.NaN()
+		}
+		if i < len(shares) {
+			pv.Weight = shares[i]
+		}
+		if d.opt.set != nil && i < len(d.opt.set) {
+			pv.InUse = d.opt.set[i] && e.Alive
+		}
+		if i < len(d.current.est) {
+			pv.DelayParamUs = d.current.est[i].DelayUs
+		}
+		if d.tx != nil && i < len(d.tx.Paths) {
+			pv.TxBps = d.tx.Paths[i].TxBps
+		}
+		if d.rx != nil && i < len(d.rx.Paths) {
+			pv.RxBps = d.rx.Paths[i].RxBps
+		}
+		v.Paths = append(v.Paths, pv)
+	}
+	return v
+}
+
+func modeString(m pb.Mode) string {
+	switch m {
+	case pb.Mode_MODE_RR:
+		return "rr"
+	case pb.Mode_MODE_WRR:
+		return "wrr"
+	case pb.Mode_MODE_EDPF:
+		return "edpf"
+	}
+	return "-"
+}

@@ -1,0 +1,344 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller/model"
+)
+
+// Tuning of the optimiser.
+const (
+	// A new path set must promise this much more goodput, and the current one must have
+	// held this long, before the split changes shape: path sets do not flap.
+	setGain  = 1.05
+	setDwell = 2 * time.Second
+	// Until every path has a capacity estimate (or this long has passed) the split stays
+	// as configured, so estimates come from the traffic rather than from guesses.
+	learnFor = 1500 * time.Millisecond
+	// Arrival correction: each interval moves a path's delay parameter by this fraction of
+	// how much later (or earlier) than the paths' average its packets arrived.
+	corrGain = 0.3
+	corrMax  = 200e3 // µs
+	// A path in use that shows no queue while another one does is under-fed: its capacity
+	// estimate is raised by this factor each interval until it shows a queue too.
+	probeUp = 1.05
+	// Paths whose capacity is unknown get this much in edpf: for a tunnel's reverse
+	// direction (ACKs) only the delays matter.
+	unknownRate = 100e6
+)
+
+// target is what the optimiser wants the sending agent to hold.
+type target struct {
+	mode    pb.Mode
+	up      []bool
+	weights []float64
+	est     []*pb.PathEstimate
+}
+
+func (t target) equal(o target) bool {
+	if t.mode != o.mode || !slices.Equal(t.up, o.up) || len(t.weights) != len(o.weights) || len(t.est) != len(o.est) {
+		return false
+	}
+	for i := range t.weights {
+		if !near(t.weights[i], o.weights[i], 0.01) {
+			return false
+		}
+	}
+	for i := range t.est {
+		if !near(t.est[i].RateBps, o.est[i].RateBps, 0.01) || math.Abs(t.est[i].DelayUs-o.est[i].DelayUs) > 200 {
+			return false
+		}
+	}
+	return true
+}
+
+func near(a, b, rel float64) bool { return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b)) }
+
+// optimizer holds one direction's decisions between intervals.
+type optimizer struct {
+	started  time.Time
+	set      []bool // paths edpf may use
+	setSince time.Time
+	corr     []float64 // arrival correction per path, µs
+	starved  []int     // consecutive intervals a path in use showed no queue while another did
+	reason   string
+	predict  float64
+}
+
+func newOptimizer(n int, now time.Time) *optimizer {
+	return &optimizer{started: now, corr: make([]float64, n), starved: make([]int, n)}
+}
+
+// decide chooses the split for the next interval. override is "auto" or a fixed mode;
+// weights, when set, are the operator's.
+func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string, weights []float64, tcp model.TCP) target {
+	n := len(ests)
+	t := target{up: make([]bool, n)}
+	for i, e := range ests {
+		t.up[i] = e.est.Alive
+	}
+	switch override {
+	case "rr":
+		t.mode = pb.Mode_MODE_RR
+		o.reason = "operator: rr"
+		return t
+	case "wrr":
+		t.mode, t.weights = pb.Mode_MODE_WRR, o.wrrWeights(ests, weights)
+		o.reason = "operator: wrr"
+		return t
+	case "edpf":
+		t.mode, t.est = pb.Mode_MODE_EDPF, o.edpfEstimates(ests, allTrue(n))
+		o.reason = "operator: edpf"
+		return t
+	}
+	known := 0
+	for _, e := range ests {
+		if e.est.Alive && e.est.CapacityKnown {
+			known++
+		}
+	}
+	alive := countTrue(t.up)
+	if alive == 0 {
+		t.mode, t.weights = pb.Mode_MODE_WRR, equal(n)
+		o.reason = "every path is down"
+		return t
+	}
+	if known < alive && now.Sub(o.started) < learnFor {
+		t.mode, t.weights = pb.Mode_MODE_WRR, equal(n)
+		o.reason = fmt.Sprintf("learning: capacity known for %d of %d paths", known, alive)
+		return t
+	}
+	o.chooseSet(now, ests, tcp)
+	o.correct(ests)
+	o.probe(ests)
+	t.mode, t.est = pb.Mode_MODE_EDPF, o.edpfEstimates(ests, o.set)
+	return t
+}
+
+// modelPaths describes the paths to the model as the estimator sees them.
+func modelPaths(ests []*pathEstimator) []model.Path {
+	ps := make([]model.Path, len(ests))
+	for i, e := range ests {
+		rate := e.est.Capacity
+		if !e.est.CapacityKnown || rate <= 0 {
+			rate = unknownRate
+		}
+		base := e.est.Base
+		if math.IsNaN(base) || base < 0 {
+			base = 0
+		}
+		ps[i] = model.Path{Rate: rate, Delay: time.Duration(base * 1e3), Loss: math.Min(e.est.Loss, 0.5)}
+	}
+	return ps
+}
+
+// chooseSet picks the paths edpf may use: the model's best subset of the live paths,
+// changed only when the gain is worth it and the current set has settled.
+func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, tcp model.TCP) {
+	var live []int
+	for i, e := range ests {
+		if e.est.Alive {
+			live = append(live, i)
+		}
+	}
+	all := modelPaths(ests)
+	ps := make([]model.Path, len(live))
+	for j, i := range live {
+		ps[j] = all[i]
+	}
+	choice, err := model.BestSubset(ps, model.EDPF, tcp)
+	if err != nil {
+		o.reason = "model: " + err.Error()
+		o.set = make([]bool, len(ests))
+		for _, i := range live {
+			o.set[i] = true
+		}
+		return
+	}
+	best := make([]bool, len(ests))
+	for _, j := range choice.Paths {
+		best[live[j]] = true
+	}
+	// The current set without the paths that died since.
+	cur := slices.Clone(o.set)
+	for i := range cur {
+		cur[i] = cur[i] && ests[i].est.Alive
+	}
+	switch {
+	case o.set == nil || countTrue(cur) == 0 || !slices.Equal(cur, o.set):
+		o.adopt(now, best, choice.Prediction.Goodput, "model's best set")
+	case slices.Equal(cur, best):
+		o.predict = choice.Prediction.Goodput
+	default:
+		w := make([]float64, len(live))
+		for j, i := range live {
+			if cur[i] {
+				w[j] = 1
+			}
+		}
+		p, err := model.Predict(ps, model.Split{Mode: model.EDPF, Weights: w}, tcp)
+		if err == nil && choice.Prediction.Goodput > p.Goodput*setGain && now.Sub(o.setSince) >= setDwell {
+			o.adopt(now, best, choice.Prediction.Goodput, fmt.Sprintf("model predicts %.0f%% more", 100*(choice.Prediction.Goodput/p.Goodput-1)))
+		} else if err == nil {
+			o.predict = p.Goodput
+		}
+	}
+}
+
+func (o *optimizer) adopt(now time.Time, set []bool, predicted float64, why string) {
+	o.set, o.setSince, o.predict = set, now, predicted
+	var names []string
+	for i, in := range set {
+		if in {
+			names = append(names, fmt.Sprint(i))
+		}
+	}
+	o.reason = fmt.Sprintf("edpf over paths %s: %s", strings.Join(names, ","), why)
+}
+
+// correct moves each used path's delay parameter towards making its packets arrive with
+// the others': measured arrival delay above the traffic-weighted mean of the paths in use
+// means the scheduler thinks the path faster than it is. Corrections are kept centred so
+// that they never drift the used paths away from the unused ones.
+func (o *optimizer) correct(ests []*pathEstimator) {
+	var sumW, sumOwd float64
+	for i, e := range ests {
+		if o.set[i] && e.est.RxPackets >= 20 && !math.IsNaN(e.est.Owd) {
+			sumW += float64(e.est.RxPackets)
+			sumOwd += float64(e.est.RxPackets) * e.est.Owd
+		}
+	}
+	if sumW == 0 {
+		return
+	}
+	mean := sumOwd / sumW
+	var sumC float64
+	for i, e := range ests {
+		switch {
+		case o.set[i] && e.est.RxPackets >= 20 && !math.IsNaN(e.est.Owd):
+			o.corr[i] = math.Max(-corrMax, math.Min(corrMax, o.corr[i]+corrGain*(e.est.Owd-mean)))
+			sumC += float64(e.est.RxPackets) * o.corr[i]
+		case !o.set[i]:
+			o.corr[i] /= 2
+		}
+	}
+	centre := sumC / sumW
+	for i, e := range ests {
+		if o.set[i] && e.est.RxPackets >= 20 {
+			o.corr[i] -= centre
+		}
+	}
+}
+
+// probe raises the capacity estimate of paths in use that stay queue-free while another
+// path in use holds a queue: the flow wants more than the split gives them.
+func (o *optimizer) probe(ests []*pathEstimator) {
+	anyBusy := false
+	for i, e := range ests {
+		anyBusy = anyBusy || (o.set[i] && e.est.Busy)
+	}
+	for i, e := range ests {
+		if o.set[i] && anyBusy && !e.est.Busy && e.est.CapacityKnown {
+			o.starved[i]++
+			if o.starved[i] >= 2 {
+				e.est.Capacity *= probeUp
+			}
+		} else {
+			o.starved[i] = 0
+		}
+	}
+}
+
+func (o *optimizer) edpfEstimates(ests []*pathEstimator, set []bool) []*pb.PathEstimate {
+	out := make([]*pb.PathEstimate, len(ests))
+	for i, e := range ests {
+		pe := &pb.PathEstimate{}
+		base := e.est.Base
+		if math.IsNaN(base) {
+			base = 0
+		}
+		pe.DelayUs = math.Max(0, base+o.corr[i])
+		if set[i] {
+			pe.RateBps = unknownRate
+			if e.est.CapacityKnown && e.est.Capacity > 0 {
+				pe.RateBps = e.est.Capacity
+			}
+		}
+		out[i] = pe
+	}
+	return out
+}
+
+func (o *optimizer) wrrWeights(ests []*pathEstimator, manual []float64) []float64 {
+	if manual != nil {
+		return slices.Clone(manual)
+	}
+	w := make([]float64, len(ests))
+	for i, e := range ests {
+		w[i] = 1
+		if e.est.CapacityKnown && e.est.Capacity > 0 {
+			w[i] = e.est.Capacity
+		}
+	}
+	return w
+}
+
+// shares is the fraction of the packets each path gets under t.
+func (t target) shares() []float64 {
+	n := len(t.up)
+	w := make([]float64, n)
+	for i := range w {
+		if !t.up[i] {
+			continue
+		}
+		switch t.mode {
+		case pb.Mode_MODE_RR:
+			w[i] = 1
+		case pb.Mode_MODE_WRR:
+			w[i] = t.weights[i]
+		case pb.Mode_MODE_EDPF:
+			w[i] = t.est[i].RateBps
+		}
+	}
+	var sum float64
+	for _, v := range w {
+		sum += v
+	}
+	for i := range w {
+		if sum > 0 {
+			w[i] /= sum
+		}
+	}
+	return w
+}
+
+func equal(n int) []float64 {
+	w := make([]float64, n)
+	for i := range w {
+		w[i] = 1
+	}
+	return w
+}
+
+func allTrue(n int) []bool {
+	b := make([]bool, n)
+	for i := range b {
+		b[i] = true
+	}
+	return b
+}
+
+func countTrue(b []bool) int {
+	n := 0
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return n
+}
