@@ -6,14 +6,18 @@
 // The file is YAML:
 //
 //	name: A2
+//	description: MPTCP reordering study, three paths with 90 ms of delay skew
+//	shape: parallel            # parallel (host eBPF splits) or split (a P4 switch splits)
+//	switch: auto               # auto (BMv2 when installed, else embedded), embedded or bmv2
 //	paths:
 //	  - {name: a, rate: 5mbit, delay: 100ms}
 //	  - {name: b, rate: 2mbit, delay: 10ms, loss: 0.5, queue: 50}
-//	traffic: {duration: 10s, cc: cubic, flows: 1}
-//	compare: [ideal, rr, wrr, auto]
+//	traffic: {duration: 20s, omit: 2s, cc: cubic, flows: 1}
+//	compare: [ideal, single-best, mptcp, rr, wrr, auto]
 //
 // Delays and jitter are one-way (the lab applies them in each direction), loss is in
-// percent, queue is a drop-tail limit in packets.
+// percent, queue is a drop-tail limit in packets. Every field but paths[].rate has a
+// default; unknown fields are errors.
 package scenario
 
 import (
@@ -22,6 +26,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -33,12 +40,62 @@ const DefaultQueue = 100
 // MaxPaths is the most paths one striped tunnel carries (the datapath's limit).
 const MaxPaths = 8
 
+// Configurations are what a lab run can compare, in the order a run takes them.
+var Configurations = []string{ConfigIdeal, ConfigSingleBest, ConfigMPTCP, ConfigRR, ConfigWRR, ConfigAuto}
+
+// The configurations of compare.
+const (
+	ConfigIdeal      = "ideal"       // one TCP flow over one link: sum of the rates, smallest delay
+	ConfigSingleBest = "single-best" // one TCP flow over the best single path
+	ConfigMPTCP      = "mptcp"       // Linux MPTCP, one subflow per path
+	ConfigRR         = "rr"          // Plait, round robin
+	ConfigWRR        = "wrr"         // Plait, static weights in proportion to the rates
+	ConfigAuto       = "auto"        // Plait, steered by the controller
+)
+
+// Lab shapes.
+const (
+	ShapeParallel = "parallel" // h1 — one switch per path — h2; the hosts' eBPF splits
+	ShapeSplit    = "split"    // h1 — split switch — path switches — merge switch — h2
+)
+
+// Switch targets.
+const (
+	SwitchAuto     = "auto"     // BMv2 when simple_switch_grpc is installed, else embedded
+	SwitchEmbedded = "embedded" // plait switch
+	SwitchBMv2     = "bmv2"     // simple_switch_grpc
+)
+
 // Scenario is one parsed and validated scenario file.
 type Scenario struct {
-	Name    string
-	Paths   []Path
-	Traffic Traffic
-	Compare []string
+	Name        string
+	Description string
+	Shape       string
+	Switch      string
+	Paths       []Path
+	Traffic     Traffic
+	Compare     []string
+}
+
+// Capacity is the sum of the paths' rates in bit/s.
+func (s *Scenario) Capacity() float64 {
+	var c float64
+	for _, p := range s.Paths {
+		c += p.Rate
+	}
+	return c
+}
+
+// Ideal is the one link of the ideal configuration: the sum of the paths' rates, the
+// smallest of their delays, no jitter or loss, and the sum of their queues (the buffer
+// the paths hold together, so the ideal link is never shorter of buffer than the paths).
+func (s *Scenario) Ideal() Path {
+	p := Path{Name: ConfigIdeal, Rate: s.Capacity(), Delay: s.Paths[0].Delay}
+	for _, q := range s.Paths {
+		p.Delay = min(p.Delay, q.Delay)
+		p.Queue += q.Queue
+	}
+	return p
 }
 
 // Path is one emulated path.
@@ -54,17 +111,27 @@ type Path struct {
 // Traffic is what runs over the paths.
 type Traffic struct {
 	Duration time.Duration
-	CC       string // Linux congestion control, e.g. cubic or bbr
-	Flows    int
+	// Omit is the start of every run left out of its goodput (slow start and the
+	// controller's first estimates); the same for every configuration.
+	Omit  time.Duration
+	CC    string // Linux congestion control, e.g. cubic or bbr
+	Flows int
 }
+
+// DefaultOmit is the warm-up left out of goodput when the file gives no traffic.omit
+// (at most a fifth of the duration).
+const DefaultOmit = 2 * time.Second
 
 // The raw types mirror the file; values stay strings until validation so that every
 // error can name the field it came from.
 type rawScenario struct {
-	Name    string     `yaml:"name"`
-	Paths   []rawPath  `yaml:"paths"`
-	Traffic rawTraffic `yaml:"traffic"`
-	Compare []string   `yaml:"compare"`
+	Name        string     `yaml:"name"`
+	Description string     `yaml:"description"`
+	Shape       string     `yaml:"shape"`
+	Switch      string     `yaml:"switch"`
+	Paths       []rawPath  `yaml:"paths"`
+	Traffic     rawTraffic `yaml:"traffic"`
+	Compare     []string   `yaml:"compare"`
 }
 
 type rawPath struct {
@@ -78,6 +145,7 @@ type rawPath struct {
 
 type rawTraffic struct {
 	Duration string `yaml:"duration"`
+	Omit     string `yaml:"omit"`
 	CC       string `yaml:"cc"`
 	Flows    *int   `yaml:"flows"`
 }
@@ -107,7 +175,17 @@ func Parse(data []byte) (*Scenario, error) {
 		}
 		return nil, fmt.Errorf("parse yaml: %w", err)
 	}
-	s := &Scenario{Name: raw.Name, Compare: raw.Compare}
+	s := &Scenario{Name: raw.Name, Description: raw.Description}
+	if s.Name != "" && !nameRE.MatchString(s.Name) {
+		return nil, fmt.Errorf("name: %q: use letters, digits, '.', '_' and '-' (it names the results folder)", s.Name)
+	}
+	var err error
+	if s.Shape, err = oneOf("shape", raw.Shape, ShapeParallel, ShapeParallel, ShapeSplit); err != nil {
+		return nil, err
+	}
+	if s.Switch, err = oneOf("switch", raw.Switch, SwitchAuto, SwitchAuto, SwitchEmbedded, SwitchBMv2); err != nil {
+		return nil, err
+	}
 	if len(raw.Paths) == 0 {
 		return nil, errors.New("paths: no paths; give at least one, e.g. - {rate: 5mbit, delay: 45ms}")
 	}
@@ -131,13 +209,56 @@ func Parse(data []byte) (*Scenario, error) {
 		return nil, fmt.Errorf("traffic.%w", err)
 	}
 	s.Traffic = t
+	if s.Compare, err = validateCompare(raw.Compare); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	ccRE   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	// pathNameRE: path names go into agent, controller and plot labels.
+	pathNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,14}$`)
+)
+
+// oneOf returns v, or def when v is empty, or an error naming field when v is not one of
+// allowed.
+func oneOf(field, v, def string, allowed ...string) (string, error) {
+	if v == "" {
+		return def, nil
+	}
+	if !slices.Contains(allowed, v) {
+		return "", fmt.Errorf("%s: %q is not one of %s", field, v, strings.Join(allowed, ", "))
+	}
+	return v, nil
+}
+
+// validateCompare checks the configurations; none listed means all of them.
+func validateCompare(cs []string) ([]string, error) {
+	if len(cs) == 0 {
+		return slices.Clone(Configurations), nil
+	}
+	seen := map[string]int{}
+	for i, c := range cs {
+		if !slices.Contains(Configurations, c) {
+			return nil, fmt.Errorf("compare[%d]: %q is not a configuration; use %s", i, c, strings.Join(Configurations, ", "))
+		}
+		if j, dup := seen[c]; dup {
+			return nil, fmt.Errorf("compare[%d]: %q is already compare[%d]", i, c, j)
+		}
+		seen[c] = i
+	}
+	return slices.Clone(cs), nil
 }
 
 func (rp rawPath) validate(i int) (Path, error) {
 	p := Path{Name: rp.Name, Queue: DefaultQueue}
 	if p.Name == "" {
 		p.Name = string(rune('a' + i))
+	}
+	if !pathNameRE.MatchString(p.Name) {
+		return p, fmt.Errorf("name: %q: use up to 15 letters, digits, '_' or '-', starting with a letter", p.Name)
 	}
 	if rp.Rate == "" {
 		return p, errors.New("rate: missing; write e.g. rate: 5mbit")
@@ -171,7 +292,7 @@ func (rp rawPath) validate(i int) (Path, error) {
 }
 
 func (rt rawTraffic) validate() (Traffic, error) {
-	t := Traffic{Duration: 10 * time.Second, CC: "cubic", Flows: 1}
+	t := Traffic{Duration: 10 * time.Second, Omit: DefaultOmit, CC: "cubic", Flows: 1}
 	if rt.Duration != "" {
 		d, err := ParseDuration(rt.Duration)
 		if err != nil {
@@ -182,7 +303,22 @@ func (rt rawTraffic) validate() (Traffic, error) {
 		}
 		t.Duration = d
 	}
+	if rt.Omit != "" {
+		d, err := ParseDuration(rt.Omit)
+		if err != nil {
+			return t, fmt.Errorf("omit: %w", err)
+		}
+		t.Omit = d
+	} else if t.Omit*5 > t.Duration {
+		t.Omit = t.Duration / 5 // short runs keep most of their time
+	}
+	if t.Omit >= t.Duration {
+		return t, fmt.Errorf("omit: %v leaves nothing of duration %v to measure", t.Omit, t.Duration)
+	}
 	if rt.CC != "" {
+		if !ccRE.MatchString(rt.CC) {
+			return t, fmt.Errorf("cc: %q is not a congestion control name such as cubic or bbr", rt.CC)
+		}
 		t.CC = rt.CC
 	}
 	if rt.Flows != nil {

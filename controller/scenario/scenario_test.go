@@ -69,6 +69,8 @@ paths:
   - {rate: 7mbit, delay: 50ms}
 traffic: {duration: 20s, cc: bbr, flows: 2}
 compare: [rr, wrr]
+shape: split
+switch: embedded
 `
 	s, err := Parse([]byte(good))
 	if err != nil {
@@ -87,8 +89,17 @@ compare: [rr, wrr]
 			t.Errorf("path %d = %+v, want %+v", i, s.Paths[i], want[i])
 		}
 	}
-	if s.Traffic != (Traffic{Duration: 20 * time.Second, CC: "bbr", Flows: 2}) || len(s.Compare) != 2 {
+	if s.Traffic != (Traffic{Duration: 20 * time.Second, Omit: DefaultOmit, CC: "bbr", Flows: 2}) || len(s.Compare) != 2 {
 		t.Errorf("traffic %+v compare %v", s.Traffic, s.Compare)
+	}
+	if s.Shape != ShapeSplit || s.Switch != SwitchEmbedded {
+		t.Errorf("shape %q switch %q", s.Shape, s.Switch)
+	}
+	if c := s.Capacity(); c != 14e6 {
+		t.Errorf("capacity %v, want 14e6", c)
+	}
+	if id := s.Ideal(); id != (Path{Name: "ideal", Rate: 14e6, Delay: 10 * time.Millisecond, Queue: 2*DefaultQueue + 50}) {
+		t.Errorf("ideal %+v", id)
 	}
 
 	for _, tc := range []struct {
@@ -107,6 +118,16 @@ compare: [rr, wrr]
 		{"too many", "paths: [" + strings.Repeat("{rate: 1mbit},", 9) + "]", "at most 8"},
 		{"zero duration", "paths: [{rate: 1mbit}]\ntraffic: {duration: 0}", "traffic.duration"},
 		{"no flows", "paths: [{rate: 1mbit}]\ntraffic: {flows: 0}", "traffic.flows"},
+		{"omit too long", "paths: [{rate: 1mbit}]\ntraffic: {duration: 5s, omit: 5s}", "traffic.omit"},
+		{"bad omit", "paths: [{rate: 1mbit}]\ntraffic: {omit: soon}", "traffic.omit"},
+		{"bad cc", "paths: [{rate: 1mbit}]\ntraffic: {cc: 'Cubic!'}", "traffic.cc"},
+		{"unknown config", "paths: [{rate: 1mbit}]\ncompare: [rr, mptpc]", `compare[1]: "mptpc"`},
+		{"duplicate config", "paths: [{rate: 1mbit}]\ncompare: [rr, wrr, rr]", "compare[2]"},
+		{"bad shape", "paths: [{rate: 1mbit}]\nshape: mesh", "shape:"},
+		{"bad switch", "paths: [{rate: 1mbit}]\nswitch: ovs", "switch:"},
+		{"bad name", "name: a/b\npaths: [{rate: 1mbit}]", "name:"},
+		{"bad path name", "paths: [{name: 'wi fi', rate: 1mbit}]", "paths[0].name"},
+		{"unknown traffic field", "paths: [{rate: 1mbit}]\ntraffic: {flow: 2}", "flow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -114,5 +135,25 @@ compare: [rr, wrr]
 				t.Errorf("error = %v, want one naming %q", err, tc.field)
 			}
 		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s, err := Parse([]byte("paths: [{rate: 1mbit, delay: 20ms}, {rate: 3mbit}]\ntraffic: {duration: 5s}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Shape != ShapeParallel || s.Switch != SwitchAuto {
+		t.Errorf("shape %q switch %q, want parallel auto", s.Shape, s.Switch)
+	}
+	if len(s.Compare) != len(Configurations) {
+		t.Errorf("compare %v, want every configuration", s.Compare)
+	}
+	// A short run keeps most of its time: omit shrinks to a fifth of the duration.
+	if s.Traffic.Omit != time.Second || s.Traffic.CC != "cubic" || s.Traffic.Flows != 1 {
+		t.Errorf("traffic %+v", s.Traffic)
+	}
+	if id := s.Ideal(); id.Rate != 4e6 || id.Delay != 0 {
+		t.Errorf("ideal %+v: want 4 Mbit/s at the smallest delay (0)", id)
 	}
 }
