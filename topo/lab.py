@@ -1,0 +1,466 @@
+"""Plait's Mininet lab: builds a scenario's paths, runs one TCP flow over them in every
+configuration of the scenario's compare list, and writes the results.
+
+Run through ``plait lab run SCENARIO`` or ``plait lab up SCENARIO``, which validate the
+scenario in Go and hand this program a plan (JSON)::
+
+    /usr/bin/python3 lab.py run --plan plan.json
+    /usr/bin/python3 lab.py up --plan plan.json
+    /usr/bin/python3 lab.py clean
+
+The lab owns everything it starts: the Mininet nodes, an agent per host, a switch
+process per switch, the controller, iperf3 and the stats samplers. All of it, with the
+agents' bpffs pins and /run/plait state, goes on exit, on error and on Ctrl-C; a lab that
+was killed outright is cleaned by ``plait lab clean`` or by the next lab's start.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import nodes
+import runner
+import topos
+
+RUNDIR = "/run/plait/lab"
+STATE = os.path.join(RUNDIR, "state.json")
+
+
+def say(msg):
+    print(msg, flush=True)
+
+
+class LabError(Exception):
+    """A problem with a clear fix; printed without a traceback."""
+
+
+def check_prerequisites(plan):
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (namespaces, eBPF, raw sockets): run it with sudo")
+    for tool, pkg in [("iperf3", "iperf3"), ("mnexec", "mininet"), ("ethtool", "ethtool")]:
+        if not shutil.which(tool):
+            raise LabError("%s is not installed: apt-get install %s (or run make deps)" % (tool, pkg))
+    if "mptcp" in plan["scenario"]["compare"] and not shutil.which("mptcpize"):
+        raise LabError("mptcpize is not installed: apt-get install mptcpd (or drop mptcp from compare)")
+    if not os.access(plan["plait"], os.X_OK):
+        raise LabError("plait binary %s is not executable: run make build" % plan["plait"])
+    cc = plan["scenario"]["traffic"]["cc"]
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        avail = f.read().split()
+    if cc not in avail:
+        r = subprocess.run(["modprobe", "tcp_" + cc], capture_output=True)
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+            avail = f.read().split()
+        if cc not in avail:
+            raise LabError(
+                "traffic.cc: congestion control %r is not available in this kernel (have: %s)"
+                % (cc, ", ".join(avail))
+            )
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def clean_state(quiet=False):
+    """Removes what a lab recorded in its state file: processes, interfaces, pins."""
+    try:
+        with open(STATE) as f:
+            st = json.load(f)
+    except (OSError, ValueError):
+        st = None
+    if st:
+        if st.get("pid") != os.getpid() and pid_alive(st.get("pid", 0)):
+            raise LabError(
+                "another lab is running (pid %d); stop it first or wait for it" % st["pid"]
+            )
+        for pid in st.get("pids", []):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for ifname in st.get("intfs", []):
+            subprocess.run(["ip", "link", "del", ifname], capture_output=True)
+        for ino in st.get("inodes", []):
+            shutil.rmtree("/sys/fs/bpf/plait/netns-%d" % ino, ignore_errors=True)
+            shutil.rmtree("/run/plait/netns-%d" % ino, ignore_errors=True)
+        if not quiet:
+            say("cleaned up lab of pid %s" % st.get("pid"))
+    for name in os.listdir(RUNDIR) if os.path.isdir(RUNDIR) else []:
+        p = os.path.join(RUNDIR, name)
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            os.unlink(p)
+
+
+class Lab:
+    """One scenario's Mininet network with its agents, switches and controller."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.sc = plan["scenario"]
+        self.paths = self.sc["paths"]
+        self.shape = self.sc["shape"]
+        self.plait = plan["plait"]
+        self.net = None
+        self.ctl = None
+        self.ctl_name = None
+        self.children = []
+        self.switch_kind = None
+        self.allowed_cc = None
+
+    # -- life cycle -------------------------------------------------------------
+
+    def start(self):
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+
+        setLogLevel("error")
+        # Mininet.init() would raise system-wide limits and sysctls; the lab needs none.
+        Mininet.inited = True
+        os.makedirs(RUNDIR, exist_ok=True)
+        clean_state(quiet=True)
+        self.record()
+        self.allow_cc(self.sc["traffic"]["cc"])
+        switch_cls = self.pick_switch()
+        ideal = self.plan["ideal"] if "ideal" in self.sc["compare"] else None
+        topo_cls = topos.SplitTopo if self.shape == "split" else topos.ParallelTopo
+        topo = topo_cls(
+            paths=self.paths,
+            ideal=ideal,
+            host=nodes.PlaitHost,
+            switch=switch_cls,
+            host_params={"plait": self.plait, "rundir": RUNDIR, "cc": self.sc["traffic"]["cc"]},
+            switch_params={"plait": self.plait, "rundir": RUNDIR},
+        )
+        say("== lab: %s shape, %d paths, %s switches" % (self.shape, len(self.paths), self.switch_kind))
+        self.net = Mininet(topo=topo, controller=None, build=False, autoSetMacs=False)
+        try:
+            self.net.build()
+        finally:
+            self.record()
+        self.net.start()
+        self.record()
+        self.h1, self.h2 = self.net.get("h1"), self.net.get("h2")
+        self.add_tunnels()
+        if "mptcp" in self.sc["compare"] and self.shape == "parallel":
+            self.add_mptcp_endpoints()
+        self.record()
+
+    def allow_cc(self, cc):
+        """A namespace other than the first may only make a congestion control its
+        default when the first namespace allows it (tcp_allowed_congestion_control);
+        the lab adds it for its lifetime and restores the list on stop."""
+        path = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+        with open(path) as f:
+            allowed = f.read().split()
+        if cc not in allowed:
+            with open(path, "w") as f:
+                f.write(" ".join(allowed + [cc]))
+            self.allowed_cc = allowed
+
+    def pick_switch(self):
+        want = self.sc["switch"]
+        if want in ("auto", "bmv2"):
+            ok, why = nodes.bmv2_available()
+            if ok and not self.plan.get("bmv2_json"):
+                ok, why = False, "p4/build/plait.json is missing (run make p4)"
+            if ok:
+                self.switch_kind = "bmv2"
+                return nodes.BMv2Switch
+            if want == "bmv2":
+                raise LabError("switch: bmv2 asked for, but " + why)
+            say("== BMv2 not used: %s; using plait switch" % why)
+        self.switch_kind = "embedded"
+        return nodes.EmbeddedSwitch
+
+    def record(self):
+        """Writes what clean_state needs to undo this lab if this process dies."""
+        st = {"pid": os.getpid(), "pids": [], "intfs": [], "inodes": []}
+        if self.net is not None:
+            for h in self.net.hosts:
+                if h.pid:
+                    st["pids"].append(h.pid)
+                if getattr(h, "ino", None):
+                    st["inodes"].append(h.ino)
+                if getattr(h, "agent", None):
+                    st["pids"].append(h.agent.pid)
+            for s in self.net.switches:
+                st["intfs"] += [i for i in s.intfNames() if i != "lo"]
+                if getattr(s, "proc", None):
+                    st["pids"].append(s.proc.pid)
+        for p in self.children + ([self.ctl] if self.ctl else []):
+            st["pids"].append(p.pid)
+        tmp = STATE + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(st, f)
+        os.replace(tmp, STATE)
+
+    def save_logs(self):
+        """Copies the run's logs and files into the results folder (run) before cleanup."""
+        out = self.plan.get("out")
+        if not out or not os.path.isdir(RUNDIR):
+            return
+        logs = os.path.join(out, "logs")
+        os.makedirs(logs, exist_ok=True)
+        for name in os.listdir(RUNDIR):
+            if name.endswith((".log", ".json", ".yaml")) and name != "state.json":
+                shutil.copy(os.path.join(RUNDIR, name), logs)
+
+    def stop(self):
+        self.stop_controller()
+        for p in self.children:
+            nodes.stop_process(p, 2)
+        self.children = []
+        if self.net is not None:
+            try:
+                self.net.stop()
+            except Exception as e:  # keep cleaning whatever is left
+                say("lab: stopping Mininet: %s" % e)
+            self.net = None
+        self.save_logs()
+        clean_state(quiet=True)
+
+    def spawn(self, proc):
+        self.children.append(proc)
+        self.record()
+        return proc
+
+    def reap(self, proc, timeout=2):
+        nodes.stop_process(proc, timeout)
+        if proc in self.children:
+            self.children.remove(proc)
+
+    # -- tunnels ----------------------------------------------------------------
+
+    def add_tunnels(self):
+        if self.shape == "split":
+            return self.add_receive_tunnels()
+        n = len(self.paths)
+        for host, peer in ((self.h1, "h2"), (self.h2, "h1")):
+            args = ["tunnel", "add", "--id", "1", "--device", "plait0"]
+            args += ["--address", topos.TUNNEL_ADDR[host.name] + "/24"]
+            for k, p in enumerate(self.paths, 1):
+                args += [
+                    "--path",
+                    "name=%s,dev=%s-eth%d,remote=%s" % (p["name"], host.name, k, topos.path_addr(k, peer)),
+                ]
+            args += ["--mode", "wrr", "--weights", ",".join(["1"] * n)]
+            host.plaitcmd(*args)
+            host.cmd("ethtool -K plait0 %s >/dev/null 2>&1" % " ".join(nodes.OFFLOADS))
+
+    def add_receive_tunnels(self):
+        for host, peer in ((self.h1, "h2"), (self.h2, "h1")):
+            me = host.name
+            for k in range(1, len(self.paths) + 1):
+                host.cmd("ip addr add %s/32 dev %s-eth1" % (topos.path_addr(k, me), me))
+            args = ["tunnel", "add", "--id", "1", "--device", "%s-eth1" % me]
+            args += ["--address", topos.TUNNEL_ADDR[me] + "/24", "--receive-only"]
+            out = subprocess.run(
+                [self.plait, "--agent", host.socket] + args, capture_output=True, text=True
+            )
+            if out.returncode:
+                raise LabError(
+                    "shape: split needs receive-only tunnels in the agent, which it does not "
+                    "offer yet (%s); use shape: parallel" % out.stderr.strip()
+                )
+
+    def add_mptcp_endpoints(self):
+        """The server (h2) announces its other path addresses; both ends accept 8."""
+        for h in (self.h1, self.h2):
+            h.cmd("ip mptcp endpoint flush")
+            h.cmd("ip mptcp limits set subflows 8 add_addr_accepted 8")
+        for k in range(2, len(self.paths) + 1):
+            out = self.h2.cmd(
+                "ip mptcp endpoint add %s dev h2-eth%d signal 2>&1" % (topos.path_addr(k, "h2"), k)
+            ).strip()
+            if out:
+                raise LabError("mptcp: ip mptcp endpoint add on h2: %s" % out)
+
+    # -- the controller ---------------------------------------------------------
+
+    def network(self, config):
+        """The controller's network file for one configuration (see controller/control)."""
+        n = len(self.paths)
+        ideal = "ideal" in self.sc["compare"]
+        fwd = topos.forwarding(self.shape, n, ideal)
+        if self.shape == "split" and config == "single-best":
+            k = self.plan["single_best"]["index"] + 1
+            for s in (topos.SPLIT_SWITCH, topos.MERGE_SWITCH):
+                fwd[s][1] = k + 1
+        switches = {}
+        for s in self.net.switches:
+            ent = {"address": s.address, "forward": fwd.get(s.name, {})}
+            if self.switch_kind == "bmv2":
+                ent["device_config"] = self.plan["bmv2_json"]
+            switches[s.name] = ent
+        net = {
+            "interval": "100ms",
+            "agents": {"h1": self.h1.socket, "h2": self.h2.socket},
+            "switches": switches,
+        }
+        if config in ("rr", "wrr", "auto"):
+            t = {"id": 1, "hosts": ["h1", "h2"], "mode": config}
+            if config == "wrr":
+                t["weights"] = [p["rate_bps"] / 1e6 for p in self.paths]
+            net["tunnels"] = [t]
+            if self.shape == "split":
+                self.add_splits(switches)
+        return net
+
+    def add_splits(self, switches):
+        for sw, frm, to in ((topos.SPLIT_SWITCH, "h1", "h2"), (topos.MERGE_SWITCH, "h2", "h1")):
+            dst_mac = (self.h2 if to == "h2" else self.h1).intf(to + "-eth1").MAC()
+            src_mac = (self.h1 if frm == "h1" else self.h2).intf(frm + "-eth1").MAC()
+            switches[sw]["splits"] = [
+                {
+                    "tunnel": 1,
+                    "from": frm,
+                    "index": 0,
+                    "in_port": 1,
+                    "prefix": topos.TUNNEL_ADDR[to] + "/32",
+                    "paths": [
+                        {
+                            "name": p["name"],
+                            "port": k + 1,
+                            "src_mac": src_mac,
+                            "dst_mac": dst_mac,
+                            "src_ip": topos.path_addr(k, frm),
+                            "dst_ip": topos.path_addr(k, to),
+                        }
+                        for k, p in enumerate(self.paths, 1)
+                    ],
+                }
+            ]
+
+    def start_controller(self, config):
+        import yaml
+
+        path = os.path.join(RUNDIR, "network-%s.yaml" % config)
+        with open(path, "w") as f:
+            yaml.safe_dump(self.network(config), f, sort_keys=False)
+        log = open(os.path.join(RUNDIR, "controller-%s.log" % config), "w")
+        sock = os.path.join(RUNDIR, "controller.sock")
+        cmd = [self.plait, "controller", "--network", path, "--listen", sock]
+        cmd += ["--metrics", "127.0.0.1:%d" % nodes.free_port()]
+        if self.sc["traffic"]["cc"] in ("cubic", "bbr"):
+            cmd += ["--cc", self.sc["traffic"]["cc"]]
+        self.ctl = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.ctl_name = log.name
+        log.close()
+        self.record()
+        time.sleep(0.3)
+        if self.ctl.poll() is not None:
+            with open(self.ctl_name) as f:
+                tail = f.read().strip().splitlines()[-3:]
+            raise LabError(
+                "plait controller exited at once (%s): %s" % (self.ctl.returncode, " | ".join(tail))
+            )
+
+    def stop_controller(self):
+        if self.ctl is not None:
+            nodes.stop_process(self.ctl)
+            self.ctl = None
+
+    def wait_reachable(self, config, timeout=15):
+        """Waits until the configuration's addresses answer ping from h1."""
+        if config == "ideal":
+            addrs = [topos.path_addr(0, "h2")]
+        elif self.shape == "split":
+            addrs = [topos.TUNNEL_ADDR["h2"]]
+        elif config == "single-best":
+            addrs = [topos.path_addr(self.plan["single_best"]["index"] + 1, "h2")]
+        else:
+            addrs = [topos.path_addr(k, "h2") for k in range(1, len(self.paths) + 1)]
+            if config in ("rr", "wrr", "auto"):
+                addrs.append(topos.TUNNEL_ADDR["h2"])
+        deadline = time.monotonic() + timeout
+        for a in addrs:
+            while True:
+                if "0 received" not in self.h1.cmd("ping -c1 -W1 %s" % a):
+                    break
+                if self.ctl is not None and self.ctl.poll() is not None:
+                    raise LabError("plait controller exited (%s); see %s" % (self.ctl.returncode, self.ctl_name))
+                if time.monotonic() > deadline:
+                    raise LabError(
+                        "%s: %s does not answer from h1 after %ds: the controller did not "
+                        "program forwarding (see %s)" % (config, a, timeout, self.ctl_name)
+                    )
+
+
+def load_plan(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=["run", "up", "clean"])
+    ap.add_argument("--plan", help="the plan written by plait lab")
+    args = ap.parse_args(argv)
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGHUP, interrupted)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    lab = None
+    try:
+        if args.command == "clean":
+            if os.geteuid() != 0:
+                raise LabError("cleaning a lab needs root")
+            os.makedirs(RUNDIR, exist_ok=True)
+            clean_state()
+            return 0
+        if not args.plan:
+            raise LabError("--plan is missing")
+        plan = load_plan(args.plan)
+        check_prerequisites(plan)
+        lab = Lab(plan)
+        lab.start()
+        if args.command == "up":
+            return up(lab)
+        return runner.run_all(lab, say)
+    except (LabError, RuntimeError) as e:
+        print("lab: %s" % e, file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("\nlab: interrupted; cleaning up", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        if lab is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            lab.stop()
+            say("== lab stopped and cleaned up")
+
+
+def up(lab):
+    from mininet.cli import CLI
+
+    lab.start_controller("auto" if "auto" in lab.sc["compare"] else lab.sc["compare"][0])
+    lab.wait_reachable("auto")
+    say(
+        "== lab up: h1 and h2, agents at %s and %s; controller socket %s/controller.sock\n"
+        "   try: h1 ping -c3 10.99.0.2   |   h1 iperf3 -c 10.99.0.2 -t 5 (after h2 iperf3 -s -D)\n"
+        "   operator verbs: plait --agent %s stats   |   exit or Ctrl-D to stop the lab"
+        % (lab.h1.socket, lab.h2.socket, RUNDIR, lab.h1.socket)
+    )
+    CLI(lab.net)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

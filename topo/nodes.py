@@ -1,0 +1,326 @@
+"""Mininet node kinds of Plait's labs.
+
+PlaitHost is a host whose agent (``plait agent``) starts with it and stops with it.
+EmbeddedSwitch runs ``plait switch`` on its interfaces and emulates the link on every
+egress port; BMv2Switch runs ``simple_switch_grpc`` and emulates links with netem. Both
+switch kinds live in the root namespace, like Mininet's own OVS switches, so that the
+controller reaches every switch's gRPC address on 127.0.0.1; their interfaces carry only
+the lab's own traffic. Tables start empty: ``plait controller`` programs the switches.
+
+Every lab interface gets checksum and segmentation offloads off: the switches are
+userspace programs that need wire-sized frames with complete checksums.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+from mininet.node import Host, Switch
+
+OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+
+
+def free_port():
+    """Returns a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(check, timeout, what):
+    """Polls check() until it is true; raises RuntimeError naming what after timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise RuntimeError("timed out after %.0fs waiting for %s" % (timeout, what))
+
+
+def stop_process(proc, timeout=5.0):
+    """Stops a Popen with SIGTERM, then SIGKILL; returns its exit code."""
+    if proc is None or proc.poll() is not None:
+        return None if proc is None else proc.returncode
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def log_tail(path, n=5):
+    """The last n lines of a log file, joined for an error message."""
+    try:
+        with open(path) as f:
+            return " | ".join(l.strip() for l in f.read().strip().splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def netns_inode(pid):
+    """Returns the inode of process pid's network namespace (the agent's pin key)."""
+    return os.stat("/proc/%d/ns/net" % pid).st_ino
+
+
+def link_spec(link):
+    """Returns plait switch's --link spec for a link dict (rate_bps, delay_ns, ...)."""
+    parts = ["rate=%dbit" % round(link["rate_bps"])]
+    parts.append("delay=%dus" % (link.get("delay_ns", 0) // 1000))
+    if link.get("jitter_ns"):
+        parts.append("jitter=%dus" % (link["jitter_ns"] // 1000))
+    if link.get("loss"):
+        parts.append("loss=%g" % (100 * link["loss"]))
+    parts.append("queue=%d" % link["queue"])
+    return ",".join(parts)
+
+
+def netem_args(link):
+    """Returns tc netem arguments for a link dict (the BMv2 switch's link emulation)."""
+    args = ["rate", "%dbit" % round(link["rate_bps"])]
+    args += ["delay", "%dus" % (link.get("delay_ns", 0) // 1000)]
+    if link.get("jitter_ns"):
+        args += ["%dus" % (link["jitter_ns"] // 1000)]
+    if link.get("loss"):
+        args += ["loss", "%g%%" % (100 * link["loss"])]
+    args += ["limit", str(link["queue"])]
+    return args
+
+
+class PlaitHost(Host):
+    """A host with a Plait agent.
+
+    params: plait (the binary), rundir (sockets and logs), cc (congestion control).
+    The agent serves on rundir/<name>.sock and pins its maps under
+    /sys/fs/bpf/plait/netns-<inode>, which terminate() removes.
+    """
+
+    def __init__(self, name, plait="plait", rundir="/run/plait/lab", cc="cubic", **params):
+        self.plait = plait
+        self.rundir = rundir
+        self.cc = cc
+        self.agent = None
+        self.ino = None
+        super().__init__(name, **params)
+
+    @property
+    def socket(self):
+        return os.path.join(self.rundir, self.name + ".sock")
+
+    def config(self, **params):
+        r = super().config(**params)
+        self.ino = netns_inode(self.pid)
+        for key, value in [
+            ("net.ipv6.conf.all.disable_ipv6", "1"),
+            ("net.ipv6.conf.default.disable_ipv6", "1"),
+            ("net.ipv4.tcp_congestion_control", self.cc),
+            ("net.ipv4.tcp_no_metrics_save", "1"),
+            ("net.mptcp.enabled", "1"),
+            ("net.ipv4.conf.all.rp_filter", "0"),
+            ("net.ipv4.conf.default.rp_filter", "0"),
+        ]:
+            out = self.cmd("sysctl -q -w %s=%s 2>&1" % (key, value)).strip()
+            if out:
+                raise RuntimeError("%s: sysctl %s=%s: %s" % (self.name, key, value, out))
+        for intf in self.intfNames():
+            if intf != "lo":
+                self.cmd("ethtool -K %s %s >/dev/null 2>&1" % (intf, " ".join(OFFLOADS)))
+        self.start_agent()
+        return r
+
+    def start_agent(self):
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        log = open(os.path.join(self.rundir, self.name + "-agent.log"), "w")
+        self.agent = self.popen(
+            [self.plait, "agent", "--socket", self.socket],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+        def up():
+            if self.agent.poll() is not None:
+                raise RuntimeError(
+                    "%s: plait agent exited with %s: %s"
+                    % (self.name, self.agent.returncode, log_tail(log.name))
+                )
+            return os.path.exists(self.socket)
+
+        wait_for(up, 15, "%s's agent socket %s" % (self.name, self.socket))
+
+    def plaitcmd(self, *args, check=True):
+        """Runs a plait operator verb against this host's agent; returns stdout."""
+        p = subprocess.run(
+            [self.plait, "--agent", self.socket] + list(args),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if check and p.returncode != 0:
+            raise RuntimeError(
+                "%s: plait %s: %s" % (self.name, " ".join(args), p.stderr.strip())
+            )
+        return p.stdout
+
+    def terminate(self):
+        stop_process(self.agent)
+        self.agent = None
+        if self.ino is not None:
+            for d in (
+                "/sys/fs/bpf/plait/netns-%d" % self.ino,
+                "/run/plait/netns-%d" % self.ino,
+            ):
+                shutil.rmtree(d, ignore_errors=True)
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        super().terminate()
+
+
+class P4Switch(Switch):
+    """What both switch kinds share: a gRPC address, the ports' links, offloads off.
+
+    params: links ({port: link dict} emulated on that port's egress), grpc_port,
+    rundir, plait.
+    """
+
+    kind = "p4"
+
+    def __init__(self, name, links=None, grpc_port=None, rundir="/run/plait/lab", plait="plait", **params):
+        params.setdefault("inNamespace", False)
+        self.links = dict(links or {})
+        self.grpc_port = grpc_port or free_port()
+        self.rundir = rundir
+        self.plait = plait
+        self.proc = None
+        super().__init__(name, **params)
+
+    @property
+    def address(self):
+        return "127.0.0.1:%d" % self.grpc_port
+
+    def data_ports(self):
+        """Returns {port number: interface name} of the data ports."""
+        return {p: i.name for i, p in self.ports.items() if i.name != "lo"}
+
+    def prepare_intfs(self):
+        for port, ifname in sorted(self.data_ports().items()):
+            subprocess.run(["ethtool", "-K", ifname] + OFFLOADS, capture_output=True)
+            try:
+                with open("/proc/sys/net/ipv6/conf/%s/disable_ipv6" % ifname, "w") as f:
+                    f.write("1")
+            except OSError:
+                pass
+            subprocess.run(["ip", "link", "set", ifname, "up"], capture_output=True)
+
+    def log_path(self):
+        return os.path.join(self.rundir, self.name + ".log")
+
+    def wait_listening(self, timeout=15):
+        def up():
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    "%s: %s exited with %s: %s"
+                    % (self.name, self.kind, self.proc.returncode, log_tail(self.log_path()))
+                )
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", self.grpc_port)) == 0
+
+        wait_for(up, timeout, "%s's gRPC server on %s" % (self.name, self.address))
+
+    def stop(self, deleteIntfs=True):
+        stop_process(self.proc)
+        self.proc = None
+        super().stop(deleteIntfs)
+
+    def terminate(self):
+        stop_process(self.proc)
+        self.proc = None
+        super().terminate()
+
+
+class EmbeddedSwitch(P4Switch):
+    """Plait's embedded P4 switch: plait.p4 in Go, P4Runtime, link emulation per port."""
+
+    kind = "plait switch"
+
+    def start(self, controllers):
+        self.prepare_intfs()
+        cmd = [self.plait, "switch", "--name", self.name, "--grpc", self.address]
+        for port, ifname in sorted(self.data_ports().items()):
+            cmd += ["--port", "%d=%s" % (port, ifname)]
+            if port in self.links:
+                cmd += ["--link", "%d:%s" % (port, link_spec(self.links[port]))]
+        log = open(self.log_path(), "w")
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.wait_listening()
+
+
+def bmv2_available():
+    """Returns (True, '') when BMv2 can run a lab here, else (False, why not)."""
+    if not shutil.which("simple_switch_grpc"):
+        return False, "simple_switch_grpc is not installed (BMv2 is not packaged for Debian 12)"
+    if not netem_available():
+        return False, "the kernel has no netem qdisc for BMv2's link emulation"
+    return True, ""
+
+
+def netem_available():
+    """True when tc can create a netem qdisc (tried on a throw-away veth in a netns)."""
+    ns = "plait-netem-probe-%d" % os.getpid()
+    try:
+        if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
+            return False
+        subprocess.run(
+            ["ip", "-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"],
+            capture_output=True,
+        )
+        r = subprocess.run(
+            ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "p0", "root", "netem", "delay", "1ms"],
+            capture_output=True,
+        )
+        return r.returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+
+
+class BMv2Switch(P4Switch):
+    """BMv2 simple_switch_grpc running plait.p4 (pushed by the controller), netem links.
+
+    params: device_id (P4Runtime device id), cpu_port (plait.p4's CPU_PORT).
+    """
+
+    kind = "simple_switch_grpc"
+
+    def __init__(self, name, device_id=1, cpu_port=255, **params):
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        super().__init__(name, **params)
+
+    def start(self, controllers):
+        self.prepare_intfs()
+        cmd = ["simple_switch_grpc", "--device-id", str(self.device_id), "--no-p4"]
+        for port, ifname in sorted(self.data_ports().items()):
+            cmd += ["-i", "%d@%s" % (port, ifname)]
+            if port in self.links:
+                r = subprocess.run(
+                    ["tc", "qdisc", "replace", "dev", ifname, "root", "netem"]
+                    + netem_args(self.links[port]),
+                    capture_output=True,
+                    text=True,
+                )
+                if r.returncode:
+                    raise RuntimeError("%s: netem on %s: %s" % (self.name, ifname, r.stderr.strip()))
+        cmd += ["--", "--grpc-server-addr", self.address, "--cpu-port", str(self.cpu_port)]
+        log = open(self.log_path(), "w")
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.wait_listening(30)

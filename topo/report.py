@@ -1,0 +1,244 @@
+"""Results of a lab run: summary.json, summary.md and PNG plots (matplotlib, Agg).
+
+summary.json holds the scenario (paths, capacity_bps, the ideal link, the single-best
+choice, how goodput is measured) and per configuration: config, goodput_bps, efficiency
+(goodput / sum of path rates), vs_ideal (goodput / the ideal configuration's goodput),
+retransmits, reordered_ratio (Plait's configurations; null for the others),
+per_path_bytes, owd_mean_ms per path, and the time series behind the plots.
+"""
+
+import json
+import math
+import os
+
+PLOTS = ["goodput.png", "share.png", "owd.png", "reorder_extent.png"]
+
+
+def fmt_rate(bps):
+    if bps is None or (isinstance(bps, float) and math.isnan(bps)):
+        return "-"
+    for unit, m in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= m:
+            return "%.3g %s" % (bps / m, unit)
+    return "%.0f bit/s" % bps
+
+
+def fmt_pct(x):
+    return "-" if x is None else "%.1f %%" % (100 * x)
+
+
+def result_line(res, capacity):
+    s = "goodput %s (%.1f %% of capacity), %d retransmissions" % (
+        fmt_rate(res.get("goodput_bps", 0)),
+        100 * res.get("goodput_bps", 0) / capacity,
+        res.get("retransmits", 0),
+    )
+    if res.get("reordered_ratio") is not None:
+        s += ", %.1f %% reordered" % (100 * res["reordered_ratio"])
+    return s
+
+
+def summarize(plan, results, switch_kind):
+    sc = plan["scenario"]
+    cap = sc["capacity_bps"]
+    ideal = next((r["goodput_bps"] for r in results if r["config"] == "ideal"), None)
+    configs = []
+    for r in results:
+        c = {k: v for k, v in r.items() if k != "series"}
+        c["efficiency"] = r["goodput_bps"] / cap
+        c["vs_ideal"] = r["goodput_bps"] / ideal if ideal else None
+        configs.append(c)
+    return {
+        "scenario": sc["name"],
+        "description": sc.get("description", ""),
+        "shape": sc["shape"],
+        "switch": switch_kind,
+        "paths": sc["paths"],
+        "capacity_bps": cap,
+        "ideal_link": plan["ideal"],
+        "single_best": plan["single_best"],
+        "traffic": sc["traffic"],
+        "goodput_rule": (
+            "iperf3 receiver bytes per 1 s interval, intervals starting before %gs left out, "
+            "the same for every configuration" % sc["traffic"]["omit_s"]
+        ),
+        "configs": configs,
+        "plots": PLOTS,
+        "series": {r["config"]: r.get("series", {}) for r in results},
+    }
+
+
+def markdown_table(summary):
+    names = [p["name"] for p in summary["paths"]]
+    head = ["configuration", "goodput", "goodput / capacity", "goodput / ideal", "retransmissions", "reordered"]
+    head += ["owd %s (ms)" % n for n in names]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in summary["configs"]:
+        cells = [
+            c["config"],
+            fmt_rate(c["goodput_bps"]),
+            fmt_pct(c["efficiency"]),
+            fmt_pct(c["vs_ideal"]),
+            str(c["retransmits"]),
+            fmt_pct(c["reordered_ratio"]),
+        ]
+        for n in names:
+            v = (c.get("owd_mean_ms") or {}).get(n)
+            cells.append("-" if v is None else "%.1f" % v)
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def write(out, summary, results):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(clean(summary), f, indent=2, default=_json_default, allow_nan=False)
+    t = summary["traffic"]
+    md = [
+        "# %s" % summary["scenario"],
+        "",
+        summary.get("description", ""),
+        "",
+        "Paths: "
+        + ", ".join(
+            "%s %s %g ms queue %d" % (p["name"], fmt_rate(p["rate_bps"]), p["delay_ns"] / 1e6, p["queue"])
+            for p in summary["paths"]
+        )
+        + "; capacity %s." % fmt_rate(summary["capacity_bps"]),
+        "One %s flow for %g s; goodput: %s. Shape %s, %s switches."
+        % (t["cc"], t["duration_s"], summary["goodput_rule"], summary["shape"], summary["switch"]),
+        "Ideal: one link of %s at %g ms, queue %d packets. Single best: path %s (%s)."
+        % (
+            fmt_rate(summary["ideal_link"]["rate_bps"]),
+            summary["ideal_link"]["delay_ns"] / 1e6,
+            summary["ideal_link"]["queue"],
+            summary["single_best"]["name"],
+            summary["single_best"]["reason"],
+        ),
+        "",
+        markdown_table(summary),
+        "",
+    ]
+    warnings = [(c["config"], w) for c in summary["configs"] for w in c.get("warnings", [])]
+    if warnings:
+        md += ["Warnings:", ""] + ["- %s: %s" % cw for cw in warnings] + [""]
+    md += ["![goodput](goodput.png)", "![share](share.png)", "![owd](owd.png)", "![reordering](reorder_extent.png)", ""]
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write("\n".join(md))
+    plot_all(out, summary)
+
+
+def _json_default(o):
+    raise TypeError("not JSON: %r" % (o,))
+
+
+def clean(v):
+    """NaN and infinities become None so that summary.json is strict JSON."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [clean(x) for x in v]
+    return v
+
+
+def plot_all(out, summary):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plot_goodput(plt, out, summary)
+    plot_series(plt, out, summary, "share.png", share=True)
+    plot_series(plt, out, summary, "owd.png", share=False)
+    plot_reorder(plt, out, summary)
+
+
+def plot_goodput(plt, out, summary):
+    cs = summary["configs"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = range(len(cs))
+    ax.bar(x, [c["goodput_bps"] / 1e6 for c in cs], color="#4a7ebb")
+    ax.axhline(summary["capacity_bps"] / 1e6, color="k", ls="--", lw=1, label="sum of path rates")
+    for i, c in enumerate(cs):
+        ax.text(i, c["goodput_bps"] / 1e6, "%.0f%%" % (100 * c["efficiency"]), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([c["config"] for c in cs])
+    ax.set_ylabel("goodput (Mbit/s)")
+    ax.set_title("%s: goodput per configuration" % summary["scenario"])
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "goodput.png"), dpi=100)
+    plt.close(fig)
+
+
+def plot_series(plt, out, summary, name, share):
+    cs = summary["configs"]
+    paths = [p["name"] for p in summary["paths"]]
+    fig, axes = plt.subplots(len(cs), 1, figsize=(8, 1.9 * len(cs) + 0.6), sharex=True, squeeze=False)
+    for ax, c in zip(axes[:, 0], cs):
+        s = summary["series"].get(c["config"], {})
+        if share:
+            t = s.get("t", [])
+            rates = s.get("rate_bps", {})
+            keys = [k for k in rates if rates[k]]
+            tot = [sum(rates[k][i] for k in keys) for i in range(len(t))]
+            if keys and t:
+                shares = [[rates[k][i] / tot[i] if tot[i] > 0 else 0 for i in range(len(t))] for k in keys]
+                ax.stackplot(t, shares, labels=keys)
+                w = s.get("weight", {})
+                if c["config"] in ("rr", "wrr", "auto") and w and s.get("weight_t"):
+                    acc = [0.0] * len(s["weight_t"])
+                    for k in keys:
+                        acc = [a + b for a, b in zip(acc, w.get(k, []))]
+                        ax.plot(s["weight_t"][: len(acc)], acc, color="k", lw=0.7, ls=":")
+            ax.set_ylim(0, 1)
+            ax.set_ylabel("share")
+        else:
+            t = s.get("agent_t", [])
+            for k in paths:
+                v = s.get("owd_ms", {}).get(k, [])
+                ax.plot(t[: len(v)], v, label=k)
+            ax.set_ylabel("OWD (ms)")
+        ax.set_title(c["config"], fontsize=9, loc="left")
+        ax.axvline(summary["traffic"]["omit_s"], color="grey", lw=0.5)
+    axes[0, 0].legend(loc="upper right", fontsize=7, ncol=min(len(paths) + 1, 8))
+    axes[-1, 0].set_xlabel("time since the flow started (s)")
+    fig.suptitle(
+        "%s: %s"
+        % (
+            summary["scenario"],
+            "per-path share of h1's bytes (dotted: cumulative weights)"
+            if share
+            else "one-way delay per path measured at h2 (data or probes)",
+        ),
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=100)
+    plt.close(fig)
+
+
+def plot_reorder(plt, out, summary):
+    cs = [c for c in summary["configs"] if c.get("reorder")]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if not cs:
+        ax.text(0.5, 0.5, "no Plait configuration ran", ha="center", va="center", transform=ax.transAxes)
+    nb = max((len(c["reorder"]["extent_hist"]) for c in cs), default=0)
+    width = 0.8 / max(len(cs), 1)
+    for j, c in enumerate(cs):
+        h = c["reorder"]["extent_hist"]
+        ax.bar([i + j * width for i in range(len(h))], h, width=width, label=c["config"])
+    if nb:
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(nb)])
+        ax.set_xticklabels(["%d" % (1 << i) + ("+" if i == nb - 1 else "") for i in range(nb)], fontsize=7)
+        if any(v > 0 for c in cs for v in c["reorder"]["extent_hist"]):
+            ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("reordering extent (packets, bucket [2^i, 2^(i+1)))")
+    ax.set_ylabel("reordered packets")
+    ax.set_title("%s: RFC 4737 reordering extent at h2" % summary["scenario"])
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "reorder_extent.png"), dpi=100)
+    plt.close(fig)

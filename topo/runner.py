@@ -1,0 +1,354 @@
+"""Runs the configurations of a scenario one after the other on one lab.
+
+Every configuration gets the same treatment: the controller (re)started with that
+configuration's network file, a reachability check, one iperf3 run from h1 to h2 with the
+scenario's congestion control, and measurements taken the same way for all:
+
+- goodput: iperf3's receiver (server) byte counts per 1 s interval, leaving out the
+  intervals that start before traffic.omit (slow start, first estimates);
+- retransmissions: h1's TCP RetransSegs counter (/proc/net/snmp of its namespace), which
+  also counts MPTCP's subflows;
+- per-path bytes and shares over time: h1's interface counters (/proc/PID/net/dev), which
+  see tunnel, MPTCP and plain TCP traffic alike;
+- one-way delay per path: Plait's receiver on h2 (data packets or, on paths that carry
+  no tunnel data, the agent's probes), sampled with ``plait stats --watch --json``;
+- reordering: the tunnel's RFC 4737 counters on h2 before and after the run (Plait's
+  configurations only).
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import nodes
+import report
+import topos
+
+TUNNEL_CONFIGS = ("rr", "wrr", "auto")
+IPERF_PORT = 5201
+
+
+def read_netdev(pid):
+    """Returns {interface: (rx_bytes, tx_bytes)} of process pid's network namespace."""
+    out = {}
+    with open("/proc/%d/net/dev" % pid) as f:
+        for line in f.readlines()[2:]:
+            name, rest = line.split(":", 1)
+            v = rest.split()
+            out[name.strip()] = (int(v[0]), int(v[8]))
+    return out
+
+
+def read_retrans(pid):
+    """Returns the TCP RetransSegs counter of process pid's network namespace."""
+    with open("/proc/%d/net/snmp" % pid) as f:
+        rows = [l.split() for l in f if l.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("RetransSegs")])
+
+
+def num(v):
+    """protojson writes 64-bit integers as strings and NaN as "NaN"."""
+    if v is None:
+        return math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def parse_stream(text):
+    """Parses back-to-back JSON objects (plait stats --watch --json)."""
+    dec = json.JSONDecoder()
+    i, out = 0, []
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except ValueError:
+            return out  # a message cut short when the watcher stopped
+        out.append(obj)
+
+
+def tunnel_of(stats, tid=1):
+    for t in stats.get("tunnels", []):
+        if int(num(t.get("tunnelId", 0))) == tid:
+            return t
+    return None
+
+
+class Sampler(threading.Thread):
+    """Samples h1's interface counters every period seconds."""
+
+    def __init__(self, pid, intfs, period=0.25):
+        super().__init__(daemon=True)
+        self.pid, self.intfs, self.period = pid, intfs, period
+        self.samples = []
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            try:
+                dev = read_netdev(self.pid)
+            except OSError:
+                return
+            self.samples.append((time.time(), {i: dev.get(i, (0, 0))[1] for i in self.intfs}))
+            self.done.wait(self.period)
+
+    def stop(self):
+        self.done.set()
+        self.join(2)
+
+
+def goodput(iperf, omit):
+    """Receiver goodput in bit/s over the 1 s intervals that start at or after omit."""
+    srv = iperf.get("server_output_json") or {}
+    ivs = [iv["sum"] for iv in srv.get("intervals", [])]
+    kept = [iv for iv in ivs if iv["start"] >= omit - 0.05 and iv["seconds"] > 0]
+    secs = sum(iv["seconds"] for iv in kept)
+    if secs > 0:
+        return 8 * sum(iv["bytes"] for iv in kept) / secs, secs
+    end = iperf.get("end", {}).get("sum_received", {})
+    return float(end.get("bits_per_second", 0)), float(end.get("seconds", 0))
+
+
+def run_all(lab, say):
+    plan, sc = lab.plan, lab.sc
+    out = plan["out"]
+    os.makedirs(out, exist_ok=True)
+    n = len(sc["compare"])
+    t = sc["traffic"]
+    say(
+        "== %s: %d paths, capacity %s, %s x %gs (goodput leaves out the first %gs), cc %s"
+        % (sc["name"], len(lab.paths), report.fmt_rate(sc["capacity_bps"]), n, t["duration_s"], t["omit_s"], t["cc"])
+    )
+    results = []
+    for i, config in enumerate(sc["compare"], 1):
+        say("== [%d/%d] %s: %s" % (i, n, config, describe(lab, config)))
+        t0 = time.monotonic()
+        try:
+            res = run_config(lab, config)
+        finally:
+            lab.stop_controller()
+        results.append(res)
+        say("   %s  (%.0fs)" % (report.result_line(res, sc["capacity_bps"]), time.monotonic() - t0))
+        for w in res.get("warnings", []):
+            say("   warning: " + w)
+    summary = report.summarize(plan, results, lab.switch_kind)
+    report.write(out, summary, results)
+    say("")
+    say(report.markdown_table(summary))
+    say("")
+    say("== results in %s (summary.json, summary.md, %s)" % (out, ", ".join(summary["plots"])))
+    return 0
+
+
+def lab_rundir():
+    import lab
+
+    return lab.RUNDIR
+
+
+def describe(lab, config):
+    sb = lab.plan["single_best"]
+    ideal = lab.plan["ideal"]
+    return {
+        "ideal": "one link of %s at %gms one-way, queue %d"
+        % (report.fmt_rate(ideal["rate_bps"]), ideal["delay_ns"] / 1e6, ideal["queue"]),
+        "single-best": "plain TCP over path %s (%s)" % (sb["name"], sb["reason"]),
+        "mptcp": "Linux MPTCP, one subflow per path",
+        "rr": "Plait, round robin",
+        "wrr": "Plait, weights = path rates",
+        "auto": "Plait, steered by the controller",
+    }[config]
+
+
+def target(lab, config):
+    """Returns (destination address, h1 interfaces whose bytes count, path names)."""
+    names = [p["name"] for p in lab.paths]
+    if config == "ideal":
+        return topos.path_addr(0, "h2"), ["h1-eth0"], ["ideal"]
+    if lab.shape == "split":
+        k = lab.plan["single_best"]["index"] + 1
+        return topos.TUNNEL_ADDR["h2"], ["h1-eth1"], ["h1-eth1"]
+    intfs = ["h1-eth%d" % k for k in range(1, len(names) + 1)]
+    if config == "single-best":
+        k = lab.plan["single_best"]["index"] + 1
+        return topos.path_addr(k, "h2"), intfs, names
+    if config == "mptcp":
+        return topos.path_addr(1, "h2"), intfs, names
+    return topos.TUNNEL_ADDR["h2"], intfs, names
+
+
+def wait_mode(lab, config, timeout=10):
+    """Waits until both agents' tunnel runs the configuration's scheduler."""
+    want = {"rr": "MODE_RR", "wrr": "MODE_WRR"}.get(config)
+    if want is None:
+        return
+    deadline = time.monotonic() + timeout
+    for h in (lab.h1, lab.h2):
+        while True:
+            ts = json.loads(h.plaitcmd("tunnel", "ls", "--json")).get("tunnels", [])
+            if ts and ts[0]["config"].get("mode") == want:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s: %s's tunnel did not switch to %s" % (config, h.name, want))
+            time.sleep(0.1)
+
+
+def run_config(lab, config):
+    sc = lab.sc
+    tr = sc["traffic"]
+    dur, omit = tr["duration_s"], tr["omit_s"]
+    h1, h2 = lab.h1, lab.h2
+    dst, intfs, names = target(lab, config)
+    res = {"config": config, "warnings": []}
+
+    lab.start_controller(config)
+    lab.wait_reachable(config)
+    wait_mode(lab, config)
+    mptcp = ["mptcpize", "run"] if config == "mptcp" else []
+    srv_log = open(os.path.join(lab_rundir(), "iperf3-server-%s.log" % config), "w")
+    server = lab.spawn(
+        h2.popen(mptcp + ["iperf3", "-s", "-1", "-J", "-p", str(IPERF_PORT)], stdout=srv_log, stderr=subprocess.STDOUT)
+    )
+    srv_log.close()
+    nodes.wait_for(
+        lambda: h2.cmd("ss -Hltn sport = :%d" % IPERF_PORT).strip() != "" or server.poll() is not None,
+        10,
+        "iperf3 server on h2",
+    )
+    watchers = {}
+    for h in (h1, h2):
+        f = open(os.path.join(lab_rundir(), "stats-%s-%s.json" % (config, h.name)), "w")
+        watchers[h.name] = (
+            lab.spawn(
+                subprocess.Popen(
+                    [lab.plait, "--agent", h.socket, "--json", "stats", "--tunnel", "1", "--interval", "500ms", "--watch"],
+                    stdout=f,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            ),
+            f.name,
+        )
+        f.close()
+    before = snapshot(lab)
+    sampler = Sampler(h1.pid, intfs)
+    sampler.start()
+    t_start = time.time()  # every time series counts from here
+    cmd = mptcp + ["iperf3", "-c", dst, "-p", str(IPERF_PORT), "-t", "%g" % dur, "-C", tr["cc"], "-J", "--get-server-output"]
+    if tr["flows"] > 1:
+        cmd += ["-P", str(tr["flows"])]
+    client = lab.spawn(h1.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    try:
+        cout, cerr = client.communicate(timeout=dur + 30)
+    except subprocess.TimeoutExpired:
+        lab.reap(client)
+        cout, cerr = b"", b"timed out"
+    sampler.stop()
+    after = snapshot(lab)
+    for name, (p, _) in watchers.items():
+        lab.reap(p)
+    lab.reap(server)
+    lab.reap(client)
+
+    try:
+        iperf = json.loads(cout.decode() or "{}")
+    except ValueError:
+        iperf = {}
+    if iperf.get("error") or not iperf:
+        res["error"] = iperf.get("error") or cerr.decode().strip() or "iperf3 printed nothing"
+        res["warnings"].append("iperf3: " + res["error"])
+    with open(os.path.join(lab_rundir(), "iperf3-%s.json" % config), "w") as f:
+        json.dump(iperf, f)
+    gp, secs = goodput(iperf, omit)
+    res["goodput_bps"] = gp
+    res["measured_s"] = secs
+    res["retransmits"] = after["retrans"] - before["retrans"]
+    res["iperf_retransmits"] = iperf.get("end", {}).get("sum_sent", {}).get("retransmits")
+    res["per_path_bytes"] = {
+        nm: after["tx"].get(i, 0) - before["tx"].get(i, 0) for nm, i in zip(names, intfs)
+    }
+    total = sum(res["per_path_bytes"].values())
+    if config == "mptcp":
+        idle = [nm for nm, b in res["per_path_bytes"].items() if b < 0.01 * total]
+        res["all_paths_used"] = not idle
+        if idle:
+            res["warnings"].append("mptcp: paths %s carried under 1%% of the bytes" % ", ".join(idle))
+    # Reordering at h2 (the tunnel's counters are cumulative).
+    if config in TUNNEL_CONFIGS:
+        ra, rb = after["reorder"], before["reorder"]
+        d = lambda k: num(ra.get(k, 0)) - num(rb.get(k, 0))
+        rec = d("received")
+        res["reorder"] = {
+            "received": rec,
+            "reordered": d("reordered"),
+            "inter_path": d("interPath"),
+            "intra_path": d("intraPath"),
+            "extent_hist": [
+                num(a) - num(b)
+                for a, b in zip(ra.get("extentHist", []), rb.get("extentHist", []) or [0] * len(ra.get("extentHist", [])))
+            ],
+        }
+        res["reordered_ratio"] = d("reordered") / rec if rec > 0 else 0.0
+    else:
+        res["reordered_ratio"] = None
+    # Time series: shares from h1's interfaces, delays and weights from the agents.
+    res["series"] = series(sampler.samples, intfs, names, watchers, t_start)
+    owd = {}
+    for nm in [p["name"] for p in lab.paths]:
+        vals = [
+            v
+            for t, v in zip(res["series"]["agent_t"], res["series"]["owd_ms"].get(nm, []))
+            if t >= omit and not math.isnan(v)
+        ]
+        owd[nm] = sum(vals) / len(vals) if vals else None
+    res["owd_mean_ms"] = owd
+    res["started"] = t_start
+    return res
+
+
+def snapshot(lab):
+    st = json.loads(lab.h2.plaitcmd("--json", "stats", "--tunnel", "1"))
+    t = tunnel_of(st) or {}
+    tx = {i: v[1] for i, v in read_netdev(lab.h1.pid).items()}
+    return {"retrans": read_retrans(lab.h1.pid), "tx": tx, "reorder": t.get("reorder", {})}
+
+
+def series(samples, intfs, names, watchers, t_start):
+    """Per-path rate over time (h1 interfaces) and agent-measured delay and weight, with
+    times in seconds since the iperf3 client started."""
+    out = {"t": [], "rate_bps": {n: [] for n in names}, "agent_t": [], "owd_ms": {}, "weight": {}}
+    for (t0, a), (t1, b) in zip(samples, samples[1:]):
+        dt = t1 - t0
+        if dt <= 0:
+            continue
+        out["t"].append(t1 - t_start)
+        for n, i in zip(names, intfs):
+            out["rate_bps"][n].append(8 * (b[i] - a[i]) / dt)
+    msgs = {}
+    for host, (_, path) in watchers.items():
+        with open(path) as f:
+            msgs[host] = parse_stream(f.read())
+    for m in msgs.get("h2", []):
+        t = tunnel_of(m)
+        if t is None:
+            continue
+        out["agent_t"].append(num(t.get("timeUnixNano")) / 1e9 - t_start)
+        for p in t.get("paths", []):
+            out["owd_ms"].setdefault(p["name"], []).append(num(p.get("owdMeanUs")) / 1e3)
+    for m in msgs.get("h1", []):
+        t = tunnel_of(m)
+        if t is None:
+            continue
+        out.setdefault("weight_t", []).append(num(t.get("timeUnixNano")) / 1e9 - t_start)
+        for p in t.get("paths", []):
+            out["weight"].setdefault(p["name"], []).append(num(p.get("weight")))
+    return out
