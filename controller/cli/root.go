@@ -60,6 +60,7 @@ matched to the paths' capacity and delay.`,
 		newStatusCmd(),
 		newPathsCmd(),
 		newWatchCmd(),
+		newLabCmd(),
 	)
 	addClientFlags(root)
 	return root
