@@ -24,12 +24,13 @@ build: generate
 test: build
 	$(GO) vet ./...
 	$(GO) test -p 1 -count=1 -timeout 25m ./...
+	cd topo && /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests
 
 bench: build
 	$(GO) test -p 1 -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 demo: build
-	scripts/demo-veth.sh
+	$(BIN) lab run default
 
 demo-veth: build
 	scripts/demo-veth.sh

@@ -41,14 +41,27 @@ class LabError(Exception):
 
 def check_prerequisites(plan):
     if os.geteuid() != 0:
-        raise LabError("the lab needs root (namespaces, eBPF, raw sockets): run it with sudo")
-    for tool, pkg in [("iperf3", "iperf3"), ("mnexec", "mininet"), ("ethtool", "ethtool")]:
+        raise LabError(
+            "the lab needs root (namespaces, eBPF, raw sockets): run it with sudo"
+        )
+    for tool, pkg in [
+        ("iperf3", "iperf3"),
+        ("mnexec", "mininet"),
+        ("ethtool", "ethtool"),
+    ]:
         if not shutil.which(tool):
-            raise LabError("%s is not installed: apt-get install %s (or run make deps)" % (tool, pkg))
+            raise LabError(
+                "%s is not installed: apt-get install %s (or run make deps)"
+                % (tool, pkg)
+            )
     if "mptcp" in plan["scenario"]["compare"] and not shutil.which("mptcpize"):
-        raise LabError("mptcpize is not installed: apt-get install mptcpd (or drop mptcp from compare)")
+        raise LabError(
+            "mptcpize is not installed: apt-get install mptcpd (or drop mptcp from compare)"
+        )
     if not os.access(plan["plait"], os.X_OK):
-        raise LabError("plait binary %s is not executable: run make build" % plan["plait"])
+        raise LabError(
+            "plait binary %s is not executable: run make build" % plan["plait"]
+        )
     cc = plan["scenario"]["traffic"]["cc"]
     with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
         avail = f.read().split()
@@ -83,7 +96,8 @@ def clean_state(quiet=False):
     if st:
         if st.get("pid") != os.getpid() and pid_alive(st.get("pid", 0)):
             raise LabError(
-                "another lab is running (pid %d); stop it first or wait for it" % st["pid"]
+                "another lab is running (pid %d); stop it first or wait for it"
+                % st["pid"]
             )
         for pid in st.get("pids", []):
             try:
@@ -142,10 +156,17 @@ class Lab:
             ideal=ideal,
             host=nodes.PlaitHost,
             switch=switch_cls,
-            host_params={"plait": self.plait, "rundir": RUNDIR, "cc": self.sc["traffic"]["cc"]},
+            host_params={
+                "plait": self.plait,
+                "rundir": RUNDIR,
+                "cc": self.sc["traffic"]["cc"],
+            },
             switch_params={"plait": self.plait, "rundir": RUNDIR},
         )
-        say("== lab: %s shape, %d paths, %s switches" % (self.shape, len(self.paths), self.switch_kind))
+        say(
+            "== lab: %s shape, %d paths, %s switches"
+            % (self.shape, len(self.paths), self.switch_kind)
+        )
         self.net = Mininet(topo=topo, controller=None, build=False, autoSetMacs=False)
         try:
             self.net.build()
@@ -255,7 +276,8 @@ class Lab:
             for k, p in enumerate(self.paths, 1):
                 args += [
                     "--path",
-                    "name=%s,dev=%s-eth%d,remote=%s" % (p["name"], host.name, k, topos.path_addr(k, peer)),
+                    "name=%s,dev=%s-eth%d,remote=%s"
+                    % (p["name"], host.name, k, topos.path_addr(k, peer)),
                 ]
             args += ["--mode", "wrr", "--weights", ",".join(["1"] * n)]
             host.plaitcmd(*args)
@@ -269,7 +291,9 @@ class Lab:
             args = ["tunnel", "add", "--id", "1", "--device", "%s-eth1" % me]
             args += ["--address", topos.TUNNEL_ADDR[me] + "/24", "--receive-only"]
             out = subprocess.run(
-                [self.plait, "--agent", host.socket] + args, capture_output=True, text=True
+                [self.plait, "--agent", host.socket] + args,
+                capture_output=True,
+                text=True,
             )
             if out.returncode:
                 raise LabError(
@@ -284,7 +308,8 @@ class Lab:
             h.cmd("ip mptcp limits set subflows 8 add_addr_accepted 8")
         for k in range(2, len(self.paths) + 1):
             out = self.h2.cmd(
-                "ip mptcp endpoint add %s dev h2-eth%d signal 2>&1" % (topos.path_addr(k, "h2"), k)
+                "ip mptcp endpoint add %s dev h2-eth%d signal 2>&1"
+                % (topos.path_addr(k, "h2"), k)
             ).strip()
             if out:
                 raise LabError("mptcp: ip mptcp endpoint add on h2: %s" % out)
@@ -321,7 +346,10 @@ class Lab:
         return net
 
     def add_splits(self, switches):
-        for sw, frm, to in ((topos.SPLIT_SWITCH, "h1", "h2"), (topos.MERGE_SWITCH, "h2", "h1")):
+        for sw, frm, to in (
+            (topos.SPLIT_SWITCH, "h1", "h2"),
+            (topos.MERGE_SWITCH, "h2", "h1"),
+        ):
             dst_mac = (self.h2 if to == "h2" else self.h1).intf(to + "-eth1").MAC()
             src_mac = (self.h1 if frm == "h1" else self.h2).intf(frm + "-eth1").MAC()
             switches[sw]["splits"] = [
@@ -357,7 +385,9 @@ class Lab:
         cmd += ["--metrics", "127.0.0.1:%d" % nodes.free_port()]
         if self.sc["traffic"]["cc"] in ("cubic", "bbr"):
             cmd += ["--cc", self.sc["traffic"]["cc"]]
-        self.ctl = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.ctl = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.ctl_name = log.name
         log.close()
         self.record()
@@ -366,7 +396,8 @@ class Lab:
             with open(self.ctl_name) as f:
                 tail = f.read().strip().splitlines()[-3:]
             raise LabError(
-                "plait controller exited at once (%s): %s" % (self.ctl.returncode, " | ".join(tail))
+                "plait controller exited at once (%s): %s"
+                % (self.ctl.returncode, " | ".join(tail))
             )
 
     def stop_controller(self):
@@ -392,11 +423,15 @@ class Lab:
                 if "0 received" not in self.h1.cmd("ping -c1 -W1 %s" % a):
                     break
                 if self.ctl is not None and self.ctl.poll() is not None:
-                    raise LabError("plait controller exited (%s); see %s" % (self.ctl.returncode, self.ctl_name))
+                    raise LabError(
+                        "plait controller exited (%s); see %s"
+                        % (self.ctl.returncode, self.ctl_name)
+                    )
                 if time.monotonic() > deadline:
                     raise LabError(
                         "%s: %s does not answer from h1 after %ds: the controller did not "
-                        "program forwarding (see %s)" % (config, a, timeout, self.ctl_name)
+                        "program forwarding (see %s)"
+                        % (config, a, timeout, self.ctl_name)
                     )
 
 
@@ -450,7 +485,9 @@ def main(argv=None):
 def up(lab):
     from mininet.cli import CLI
 
-    lab.start_controller("auto" if "auto" in lab.sc["compare"] else lab.sc["compare"][0])
+    lab.start_controller(
+        "auto" if "auto" in lab.sc["compare"] else lab.sc["compare"][0]
+    )
     lab.wait_reachable("auto")
     say(
         "== lab up: h1 and h2, agents at %s and %s; controller socket %s/controller.sock\n"

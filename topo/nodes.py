@@ -98,7 +98,9 @@ class PlaitHost(Host):
     /sys/fs/bpf/plait/netns-<inode>, which terminate() removes.
     """
 
-    def __init__(self, name, plait="plait", rundir="/run/plait/lab", cc="cubic", **params):
+    def __init__(
+        self, name, plait="plait", rundir="/run/plait/lab", cc="cubic", **params
+    ):
         self.plait = plait
         self.rundir = rundir
         self.cc = cc
@@ -124,10 +126,14 @@ class PlaitHost(Host):
         ]:
             out = self.cmd("sysctl -q -w %s=%s 2>&1" % (key, value)).strip()
             if out:
-                raise RuntimeError("%s: sysctl %s=%s: %s" % (self.name, key, value, out))
+                raise RuntimeError(
+                    "%s: sysctl %s=%s: %s" % (self.name, key, value, out)
+                )
         for intf in self.intfNames():
             if intf != "lo":
-                self.cmd("ethtool -K %s %s >/dev/null 2>&1" % (intf, " ".join(OFFLOADS)))
+                self.cmd(
+                    "ethtool -K %s %s >/dev/null 2>&1" % (intf, " ".join(OFFLOADS))
+                )
         self.start_agent()
         return r
 
@@ -189,7 +195,15 @@ class P4Switch(Switch):
 
     kind = "p4"
 
-    def __init__(self, name, links=None, grpc_port=None, rundir="/run/plait/lab", plait="plait", **params):
+    def __init__(
+        self,
+        name,
+        links=None,
+        grpc_port=None,
+        rundir="/run/plait/lab",
+        plait="plait",
+        **params
+    ):
         params.setdefault("inNamespace", False)
         self.links = dict(links or {})
         self.grpc_port = grpc_port or free_port()
@@ -224,7 +238,12 @@ class P4Switch(Switch):
             if self.proc.poll() is not None:
                 raise RuntimeError(
                     "%s: %s exited with %s: %s"
-                    % (self.name, self.kind, self.proc.returncode, log_tail(self.log_path()))
+                    % (
+                        self.name,
+                        self.kind,
+                        self.proc.returncode,
+                        log_tail(self.log_path()),
+                    )
                 )
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", self.grpc_port)) == 0
@@ -265,7 +284,10 @@ class EmbeddedSwitch(P4Switch):
 def bmv2_available():
     """Returns (True, '') when BMv2 can run a lab here, else (False, why not)."""
     if not shutil.which("simple_switch_grpc"):
-        return False, "simple_switch_grpc is not installed (BMv2 is not packaged for Debian 12)"
+        return (
+            False,
+            "simple_switch_grpc is not installed (BMv2 is not packaged for Debian 12)",
+        )
     if not netem_available():
         return False, "the kernel has no netem qdisc for BMv2's link emulation"
     return True, ""
@@ -282,7 +304,21 @@ def netem_available():
             capture_output=True,
         )
         r = subprocess.run(
-            ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "p0", "root", "netem", "delay", "1ms"],
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                "p0",
+                "root",
+                "netem",
+                "delay",
+                "1ms",
+            ],
             capture_output=True,
         )
         return r.returncode == 0
@@ -316,8 +352,16 @@ class BMv2Switch(P4Switch):
                     text=True,
                 )
                 if r.returncode:
-                    raise RuntimeError("%s: netem on %s: %s" % (self.name, ifname, r.stderr.strip()))
-        cmd += ["--", "--grpc-server-addr", self.address, "--cpu-port", str(self.cpu_port)]
+                    raise RuntimeError(
+                        "%s: netem on %s: %s" % (self.name, ifname, r.stderr.strip())
+                    )
+        cmd += [
+            "--",
+            "--grpc-server-addr",
+            self.address,
+            "--cpu-port",
+            str(self.cpu_port),
+        ]
         log = open(self.log_path(), "w")
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

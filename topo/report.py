@@ -11,6 +11,7 @@ import json
 import math
 import os
 
+TUNNEL = ("rr", "wrr", "auto")
 PLOTS = ["goodput.png", "share.png", "owd.png", "reorder_extent.png"]
 
 
@@ -70,7 +71,14 @@ def summarize(plan, results, switch_kind):
 
 def markdown_table(summary):
     names = [p["name"] for p in summary["paths"]]
-    head = ["configuration", "goodput", "goodput / capacity", "goodput / ideal", "retransmissions", "reordered"]
+    head = [
+        "configuration",
+        "goodput",
+        "goodput / capacity",
+        "goodput / ideal",
+        "retransmissions",
+        "reordered",
+    ]
     head += ["owd %s (ms)" % n for n in names]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in summary["configs"]:
@@ -101,12 +109,19 @@ def write(out, summary, results):
         "",
         "Paths: "
         + ", ".join(
-            "%s %s %g ms queue %d" % (p["name"], fmt_rate(p["rate_bps"]), p["delay_ns"] / 1e6, p["queue"])
+            "%s %s %g ms queue %d"
+            % (p["name"], fmt_rate(p["rate_bps"]), p["delay_ns"] / 1e6, p["queue"])
             for p in summary["paths"]
         )
         + "; capacity %s." % fmt_rate(summary["capacity_bps"]),
         "One %s flow for %g s; goodput: %s. Shape %s, %s switches."
-        % (t["cc"], t["duration_s"], summary["goodput_rule"], summary["shape"], summary["switch"]),
+        % (
+            t["cc"],
+            t["duration_s"],
+            summary["goodput_rule"],
+            summary["shape"],
+            summary["switch"],
+        ),
         "Ideal: one link of %s at %g ms, queue %d packets. Single best: path %s (%s)."
         % (
             fmt_rate(summary["ideal_link"]["rate_bps"]),
@@ -119,10 +134,18 @@ def write(out, summary, results):
         markdown_table(summary),
         "",
     ]
-    warnings = [(c["config"], w) for c in summary["configs"] for w in c.get("warnings", [])]
+    warnings = [
+        (c["config"], w) for c in summary["configs"] for w in c.get("warnings", [])
+    ]
     if warnings:
         md += ["Warnings:", ""] + ["- %s: %s" % cw for cw in warnings] + [""]
-    md += ["![goodput](goodput.png)", "![share](share.png)", "![owd](owd.png)", "![reordering](reorder_extent.png)", ""]
+    md += [
+        "![goodput](goodput.png)",
+        "![share](share.png)",
+        "![owd](owd.png)",
+        "![reordering](reorder_extent.png)",
+        "",
+    ]
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(md))
     plot_all(out, summary)
@@ -160,9 +183,22 @@ def plot_goodput(plt, out, summary):
     fig, ax = plt.subplots(figsize=(7, 4))
     x = range(len(cs))
     ax.bar(x, [c["goodput_bps"] / 1e6 for c in cs], color="#4a7ebb")
-    ax.axhline(summary["capacity_bps"] / 1e6, color="k", ls="--", lw=1, label="sum of path rates")
+    ax.axhline(
+        summary["capacity_bps"] / 1e6,
+        color="k",
+        ls="--",
+        lw=1,
+        label="sum of path rates",
+    )
     for i, c in enumerate(cs):
-        ax.text(i, c["goodput_bps"] / 1e6, "%.0f%%" % (100 * c["efficiency"]), ha="center", va="bottom", fontsize=8)
+        ax.text(
+            i,
+            c["goodput_bps"] / 1e6,
+            "%.0f%%" % (100 * c["efficiency"]),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_xticks(list(x))
     ax.set_xticklabels([c["config"] for c in cs])
     ax.set_ylabel("goodput (Mbit/s)")
@@ -176,7 +212,9 @@ def plot_goodput(plt, out, summary):
 def plot_series(plt, out, summary, name, share):
     cs = summary["configs"]
     paths = [p["name"] for p in summary["paths"]]
-    fig, axes = plt.subplots(len(cs), 1, figsize=(8, 1.9 * len(cs) + 0.6), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        len(cs), 1, figsize=(8, 1.9 * len(cs) + 0.6), sharex=True, squeeze=False
+    )
     for ax, c in zip(axes[:, 0], cs):
         s = summary["series"].get(c["config"], {})
         if share:
@@ -185,25 +223,36 @@ def plot_series(plt, out, summary, name, share):
             keys = [k for k in rates if rates[k]]
             tot = [sum(rates[k][i] for k in keys) for i in range(len(t))]
             if keys and t:
-                shares = [[rates[k][i] / tot[i] if tot[i] > 0 else 0 for i in range(len(t))] for k in keys]
+                shares = [
+                    [rates[k][i] / tot[i] if tot[i] > 0 else 0 for i in range(len(t))]
+                    for k in keys
+                ]
                 ax.stackplot(t, shares, labels=keys)
                 w = s.get("weight", {})
-                if c["config"] in ("rr", "wrr", "auto") and w and s.get("weight_t"):
+                if (
+                    c["config"] in TUNNEL
+                    and any(v > 0 for k in keys for v in w.get(k, []))
+                    and s.get("weight_t")
+                ):
                     acc = [0.0] * len(s["weight_t"])
                     for k in keys:
                         acc = [a + b for a, b in zip(acc, w.get(k, []))]
-                        ax.plot(s["weight_t"][: len(acc)], acc, color="k", lw=0.7, ls=":")
+                        ax.plot(
+                            s["weight_t"][: len(acc)], acc, color="k", lw=0.7, ls=":"
+                        )
             ax.set_ylim(0, 1)
             ax.set_ylabel("share")
+            if keys:
+                ax.legend(loc="upper right", fontsize=7, ncol=len(keys))
         else:
             t = s.get("agent_t", [])
             for k in paths:
                 v = s.get("owd_ms", {}).get(k, [])
                 ax.plot(t[: len(v)], v, label=k)
             ax.set_ylabel("OWD (ms)")
+            ax.legend(loc="upper right", fontsize=7, ncol=len(paths))
         ax.set_title(c["config"], fontsize=9, loc="left")
         ax.axvline(summary["traffic"]["omit_s"], color="grey", lw=0.5)
-    axes[0, 0].legend(loc="upper right", fontsize=7, ncol=min(len(paths) + 1, 8))
     axes[-1, 0].set_xlabel("time since the flow started (s)")
     fig.suptitle(
         "%s: %s"
@@ -224,15 +273,27 @@ def plot_reorder(plt, out, summary):
     cs = [c for c in summary["configs"] if c.get("reorder")]
     fig, ax = plt.subplots(figsize=(7, 4))
     if not cs:
-        ax.text(0.5, 0.5, "no Plait configuration ran", ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no Plait configuration ran",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
     nb = max((len(c["reorder"]["extent_hist"]) for c in cs), default=0)
     width = 0.8 / max(len(cs), 1)
     for j, c in enumerate(cs):
         h = c["reorder"]["extent_hist"]
-        ax.bar([i + j * width for i in range(len(h))], h, width=width, label=c["config"])
+        ax.bar(
+            [i + j * width for i in range(len(h))], h, width=width, label=c["config"]
+        )
     if nb:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(nb)])
-        ax.set_xticklabels(["%d" % (1 << i) + ("+" if i == nb - 1 else "") for i in range(nb)], fontsize=7)
+        ax.set_xticklabels(
+            ["%d" % (1 << i) + ("+" if i == nb - 1 else "") for i in range(nb)],
+            fontsize=7,
+        )
         if any(v > 0 for c in cs for v in c["reorder"]["extent_hist"]):
             ax.set_yscale("log")
         ax.legend(fontsize=8)

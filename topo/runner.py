@@ -98,7 +98,9 @@ class Sampler(threading.Thread):
                 dev = read_netdev(self.pid)
             except OSError:
                 return
-            self.samples.append((time.time(), {i: dev.get(i, (0, 0))[1] for i in self.intfs}))
+            self.samples.append(
+                (time.time(), {i: dev.get(i, (0, 0))[1] for i in self.intfs})
+            )
             self.done.wait(self.period)
 
     def stop(self):
@@ -126,7 +128,15 @@ def run_all(lab, say):
     t = sc["traffic"]
     say(
         "== %s: %d paths, capacity %s, %s x %gs (goodput leaves out the first %gs), cc %s"
-        % (sc["name"], len(lab.paths), report.fmt_rate(sc["capacity_bps"]), n, t["duration_s"], t["omit_s"], t["cc"])
+        % (
+            sc["name"],
+            len(lab.paths),
+            report.fmt_rate(sc["capacity_bps"]),
+            n,
+            t["duration_s"],
+            t["omit_s"],
+            t["cc"],
+        )
     )
     results = []
     for i, config in enumerate(sc["compare"], 1):
@@ -137,7 +147,10 @@ def run_all(lab, say):
         finally:
             lab.stop_controller()
         results.append(res)
-        say("   %s  (%.0fs)" % (report.result_line(res, sc["capacity_bps"]), time.monotonic() - t0))
+        say(
+            "   %s  (%.0fs)"
+            % (report.result_line(res, sc["capacity_bps"]), time.monotonic() - t0)
+        )
         for w in res.get("warnings", []):
             say("   warning: " + w)
     summary = report.summarize(plan, results, lab.switch_kind)
@@ -145,7 +158,10 @@ def run_all(lab, say):
     say("")
     say(report.markdown_table(summary))
     say("")
-    say("== results in %s (summary.json, summary.md, %s)" % (out, ", ".join(summary["plots"])))
+    say(
+        "== results in %s (summary.json, summary.md, %s)"
+        % (out, ", ".join(summary["plots"]))
+    )
     return 0
 
 
@@ -198,7 +214,9 @@ def wait_mode(lab, config, timeout=10):
             if ts and ts[0]["config"].get("mode") == want:
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError("%s: %s's tunnel did not switch to %s" % (config, h.name, want))
+                raise RuntimeError(
+                    "%s: %s's tunnel did not switch to %s" % (config, h.name, want)
+                )
             time.sleep(0.1)
 
 
@@ -216,11 +234,16 @@ def run_config(lab, config):
     mptcp = ["mptcpize", "run"] if config == "mptcp" else []
     srv_log = open(os.path.join(lab_rundir(), "iperf3-server-%s.log" % config), "w")
     server = lab.spawn(
-        h2.popen(mptcp + ["iperf3", "-s", "-1", "-J", "-p", str(IPERF_PORT)], stdout=srv_log, stderr=subprocess.STDOUT)
+        h2.popen(
+            mptcp + ["iperf3", "-s", "-1", "-J", "-p", str(IPERF_PORT)],
+            stdout=srv_log,
+            stderr=subprocess.STDOUT,
+        )
     )
     srv_log.close()
     nodes.wait_for(
-        lambda: h2.cmd("ss -Hltn sport = :%d" % IPERF_PORT).strip() != "" or server.poll() is not None,
+        lambda: h2.cmd("ss -Hltn sport = :%d" % IPERF_PORT).strip() != ""
+        or server.poll() is not None,
         10,
         "iperf3 server on h2",
     )
@@ -230,7 +253,18 @@ def run_config(lab, config):
         watchers[h.name] = (
             lab.spawn(
                 subprocess.Popen(
-                    [lab.plait, "--agent", h.socket, "--json", "stats", "--tunnel", "1", "--interval", "500ms", "--watch"],
+                    [
+                        lab.plait,
+                        "--agent",
+                        h.socket,
+                        "--json",
+                        "stats",
+                        "--tunnel",
+                        "1",
+                        "--interval",
+                        "500ms",
+                        "--watch",
+                    ],
                     stdout=f,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
@@ -243,7 +277,19 @@ def run_config(lab, config):
     sampler = Sampler(h1.pid, intfs)
     sampler.start()
     t_start = time.time()  # every time series counts from here
-    cmd = mptcp + ["iperf3", "-c", dst, "-p", str(IPERF_PORT), "-t", "%g" % dur, "-C", tr["cc"], "-J", "--get-server-output"]
+    cmd = mptcp + [
+        "iperf3",
+        "-c",
+        dst,
+        "-p",
+        str(IPERF_PORT),
+        "-t",
+        "%g" % dur,
+        "-C",
+        tr["cc"],
+        "-J",
+        "--get-server-output",
+    ]
     if tr["flows"] > 1:
         cmd += ["-P", str(tr["flows"])]
     client = lab.spawn(h1.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
@@ -264,7 +310,9 @@ def run_config(lab, config):
     except ValueError:
         iperf = {}
     if iperf.get("error") or not iperf:
-        res["error"] = iperf.get("error") or cerr.decode().strip() or "iperf3 printed nothing"
+        res["error"] = (
+            iperf.get("error") or cerr.decode().strip() or "iperf3 printed nothing"
+        )
         res["warnings"].append("iperf3: " + res["error"])
     with open(os.path.join(lab_rundir(), "iperf3-%s.json" % config), "w") as f:
         json.dump(iperf, f)
@@ -272,16 +320,21 @@ def run_config(lab, config):
     res["goodput_bps"] = gp
     res["measured_s"] = secs
     res["retransmits"] = after["retrans"] - before["retrans"]
-    res["iperf_retransmits"] = iperf.get("end", {}).get("sum_sent", {}).get("retransmits")
+    res["iperf_retransmits"] = (
+        iperf.get("end", {}).get("sum_sent", {}).get("retransmits")
+    )
     res["per_path_bytes"] = {
-        nm: after["tx"].get(i, 0) - before["tx"].get(i, 0) for nm, i in zip(names, intfs)
+        nm: after["tx"].get(i, 0) - before["tx"].get(i, 0)
+        for nm, i in zip(names, intfs)
     }
     total = sum(res["per_path_bytes"].values())
     if config == "mptcp":
         idle = [nm for nm, b in res["per_path_bytes"].items() if b < 0.01 * total]
         res["all_paths_used"] = not idle
         if idle:
-            res["warnings"].append("mptcp: paths %s carried under 1%% of the bytes" % ", ".join(idle))
+            res["warnings"].append(
+                "mptcp: paths %s carried under 1%% of the bytes" % ", ".join(idle)
+            )
     # Reordering at h2 (the tunnel's counters are cumulative).
     if config in TUNNEL_CONFIGS:
         ra, rb = after["reorder"], before["reorder"]
@@ -294,7 +347,10 @@ def run_config(lab, config):
             "intra_path": d("intraPath"),
             "extent_hist": [
                 num(a) - num(b)
-                for a, b in zip(ra.get("extentHist", []), rb.get("extentHist", []) or [0] * len(ra.get("extentHist", [])))
+                for a, b in zip(
+                    ra.get("extentHist", []),
+                    rb.get("extentHist", []) or [0] * len(ra.get("extentHist", [])),
+                )
             ],
         }
         res["reordered_ratio"] = d("reordered") / rec if rec > 0 else 0.0
@@ -302,11 +358,17 @@ def run_config(lab, config):
         res["reordered_ratio"] = None
     # Time series: shares from h1's interfaces, delays and weights from the agents.
     res["series"] = series(sampler.samples, intfs, names, watchers, t_start)
+    # Mean one-way delay after omit, of the paths this configuration's flow used.
     owd = {}
-    for nm in [p["name"] for p in lab.paths]:
+    used = lambda nm: config != "ideal" and res["per_path_bytes"].get(
+        nm, 0
+    ) >= 0.01 * max(total, 1)
+    for nm in [p["name"] for p in lab.paths if used(p["name"])]:
         vals = [
             v
-            for t, v in zip(res["series"]["agent_t"], res["series"]["owd_ms"].get(nm, []))
+            for t, v in zip(
+                res["series"]["agent_t"], res["series"]["owd_ms"].get(nm, [])
+            )
             if t >= omit and not math.isnan(v)
         ]
         owd[nm] = sum(vals) / len(vals) if vals else None
@@ -319,13 +381,23 @@ def snapshot(lab):
     st = json.loads(lab.h2.plaitcmd("--json", "stats", "--tunnel", "1"))
     t = tunnel_of(st) or {}
     tx = {i: v[1] for i, v in read_netdev(lab.h1.pid).items()}
-    return {"retrans": read_retrans(lab.h1.pid), "tx": tx, "reorder": t.get("reorder", {})}
+    return {
+        "retrans": read_retrans(lab.h1.pid),
+        "tx": tx,
+        "reorder": t.get("reorder", {}),
+    }
 
 
 def series(samples, intfs, names, watchers, t_start):
     """Per-path rate over time (h1 interfaces) and agent-measured delay and weight, with
     times in seconds since the iperf3 client started."""
-    out = {"t": [], "rate_bps": {n: [] for n in names}, "agent_t": [], "owd_ms": {}, "weight": {}}
+    out = {
+        "t": [],
+        "rate_bps": {n: [] for n in names},
+        "agent_t": [],
+        "owd_ms": {},
+        "weight": {},
+    }
     for (t0, a), (t1, b) in zip(samples, samples[1:]):
         dt = t1 - t0
         if dt <= 0:
@@ -343,12 +415,16 @@ def series(samples, intfs, names, watchers, t_start):
             continue
         out["agent_t"].append(num(t.get("timeUnixNano")) / 1e9 - t_start)
         for p in t.get("paths", []):
-            out["owd_ms"].setdefault(p["name"], []).append(num(p.get("owdMeanUs")) / 1e3)
+            out["owd_ms"].setdefault(p["name"], []).append(
+                num(p.get("owdMeanUs")) / 1e3
+            )
     for m in msgs.get("h1", []):
         t = tunnel_of(m)
         if t is None:
             continue
-        out.setdefault("weight_t", []).append(num(t.get("timeUnixNano")) / 1e9 - t_start)
+        out.setdefault("weight_t", []).append(
+            num(t.get("timeUnixNano")) / 1e9 - t_start
+        )
         for p in t.get("paths", []):
             out["weight"].setdefault(p["name"], []).append(num(p.get("weight")))
     return out

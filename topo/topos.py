@@ -50,7 +50,15 @@ class ParallelTopo(Topo):
     their params.
     """
 
-    def build(self, paths, ideal=None, host=None, switch=None, host_params=None, switch_params=None):
+    def build(
+        self,
+        paths,
+        ideal=None,
+        host=None,
+        switch=None,
+        host_params=None,
+        switch_params=None,
+    ):
         host_params, switch_params = host_params or {}, switch_params or {}
         h1 = self.addHost("h1", cls=host, ip=None, **host_params)
         h2 = self.addHost("h2", cls=host, ip=None, **host_params)
@@ -58,13 +66,23 @@ class ParallelTopo(Topo):
         if ideal is not None:
             links.append((0, ideal))
         for k, link in links:
-            s = self.addSwitch("s%d" % k, cls=switch, links={1: link, 2: link}, **switch_params)
+            s = self.addSwitch(
+                "s%d" % k, cls=switch, links={1: link, 2: link}, **switch_params
+            )
             self.addLink(
-                h1, s, port1=k, port2=1, intfName1="h1-eth%d" % k,
+                h1,
+                s,
+                port1=k,
+                port2=1,
+                intfName1="h1-eth%d" % k,
                 params1={"ip": path_addr(k, "h1") + "/24"},
             )
             self.addLink(
-                h2, s, port1=k, port2=2, intfName1="h2-eth%d" % k,
+                h2,
+                s,
+                port1=k,
+                port2=2,
+                intfName1="h2-eth%d" % k,
                 params1={"ip": path_addr(k, "h2") + "/24"},
             )
 
@@ -72,32 +90,60 @@ class ParallelTopo(Topo):
 class SplitTopo(Topo):
     """h1 — split switch — one switch per path — merge switch — h2 (see the module doc)."""
 
-    def build(self, paths, ideal=None, host=None, switch=None, host_params=None, switch_params=None):
+    def build(
+        self,
+        paths,
+        ideal=None,
+        host=None,
+        switch=None,
+        host_params=None,
+        switch_params=None,
+    ):
         host_params, switch_params = host_params or {}, switch_params or {}
         h1 = self.addHost("h1", cls=host, ip=None, **host_params)
         h2 = self.addHost("h2", cls=host, ip=None, **host_params)
         split = self.addSwitch(SPLIT_SWITCH, cls=switch, **switch_params)
         merge = self.addSwitch(MERGE_SWITCH, cls=switch, **switch_params)
         self.addLink(
-            h1, split, port1=1, port2=1, intfName1="h1-eth1",
+            h1,
+            split,
+            port1=1,
+            port2=1,
+            intfName1="h1-eth1",
             params1={"ip": TUNNEL_ADDR["h1"] + "/24"},
         )
         self.addLink(
-            h2, merge, port1=1, port2=1, intfName1="h2-eth1",
+            h2,
+            merge,
+            port1=1,
+            port2=1,
+            intfName1="h2-eth1",
             params1={"ip": TUNNEL_ADDR["h2"] + "/24"},
         )
         for k, link in enumerate(paths, 1):
-            s = self.addSwitch("s%d" % k, cls=switch, links={1: link, 2: link}, **switch_params)
+            s = self.addSwitch(
+                "s%d" % k, cls=switch, links={1: link, 2: link}, **switch_params
+            )
             self.addLink(split, s, port1=k + 1, port2=1)
             self.addLink(s, merge, port1=2, port2=k + 1)
         if ideal is not None:
-            s = self.addSwitch(IDEAL_SWITCH, cls=switch, links={1: ideal, 2: ideal}, **switch_params)
+            s = self.addSwitch(
+                IDEAL_SWITCH, cls=switch, links={1: ideal, 2: ideal}, **switch_params
+            )
             self.addLink(
-                h1, s, port1=0, port2=1, intfName1="h1-eth0",
+                h1,
+                s,
+                port1=0,
+                port2=1,
+                intfName1="h1-eth0",
                 params1={"ip": path_addr(0, "h1") + "/24"},
             )
             self.addLink(
-                h2, s, port1=0, port2=2, intfName1="h2-eth0",
+                h2,
+                s,
+                port1=0,
+                port2=2,
+                intfName1="h2-eth0",
                 params1={"ip": path_addr(0, "h2") + "/24"},
             )
 

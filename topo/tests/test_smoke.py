@@ -1,0 +1,94 @@
+"""Smoke test of `plait lab run`: a 2-path, 5-second scenario through every configuration,
+then summary.json's fields and the plots. Needs root and bin/plait (make build)."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from test_units import check_png
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAIT = os.environ.get("PLAIT_BIN", os.path.join(ROOT, "bin", "plait"))
+
+SCENARIO = """
+name: smoke
+paths:
+  - {name: fast, rate: 4mbit, delay: 10ms, queue: 40}
+  - {name: slow, rate: 2mbit, delay: 30ms, queue: 40}
+traffic: {duration: 5s, omit: 1s, cc: cubic}
+"""
+
+
+def why_not():
+    if os.geteuid() != 0:
+        return "needs root (namespaces, eBPF)"
+    if not os.access(PLAIT, os.X_OK):
+        return "no plait binary at %s (make build)" % PLAIT
+    for tool in ("mnexec", "iperf3", "mptcpize"):
+        if not shutil.which(tool):
+            return "%s is not installed (make deps)" % tool
+    return None
+
+
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+def test_lab_run(tmp_path):
+    sc = tmp_path / "smoke.yaml"
+    sc.write_text(SCENARIO)
+    pins_before = pins()
+    p = subprocess.run(
+        [PLAIT, "lab", "run", str(sc), "--results", str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    print(p.stdout, p.stderr)
+    assert p.returncode == 0, p.stderr
+    (out,) = list((tmp_path / "results" / "smoke").iterdir())
+    with open(out / "summary.json") as f:
+        s = json.load(f)
+    assert s["capacity_bps"] == 6e6
+    configs = [c["config"] for c in s["configs"]]
+    assert configs == ["ideal", "single-best", "mptcp", "rr", "wrr", "auto"]
+    for c in s["configs"]:
+        for k in (
+            "goodput_bps",
+            "efficiency",
+            "vs_ideal",
+            "retransmits",
+            "reordered_ratio",
+            "per_path_bytes",
+        ):
+            assert k in c, (c["config"], k)
+        assert c["goodput_bps"] > 0.2e6, c
+        assert abs(c["efficiency"] - c["goodput_bps"] / 6e6) < 1e-9
+        if c["config"] == "ideal":
+            assert c["vs_ideal"] == 1
+        else:
+            assert set(c["per_path_bytes"]) == {"fast", "slow"}
+        if c["config"] in ("rr", "wrr", "auto"):
+            assert c["reordered_ratio"] is not None
+        if c["config"] in ("mptcp", "rr", "wrr"):
+            assert (
+                min(c["per_path_bytes"].values()) > 0
+            ), c  # every path carried traffic
+    assert s["single_best"]["name"] == "fast"
+    for name in ("goodput.png", "share.png", "owd.png", "reorder_extent.png"):
+        check_png(out / name)
+    assert "| auto |" in (out / "summary.md").read_text()
+    # Nothing of the lab is left behind.
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert not any(
+        l.split()[0].split("@")[0].startswith(("s0-", "s1-", "s2-"))
+        for l in links.splitlines()
+        if l
+    )
+    assert not os.path.exists("/run/plait/lab/state.json")
+    assert pins() <= pins_before, "bpffs pins left behind: %s" % (pins() - pins_before)
+
+
+def pins():
+    d = "/sys/fs/bpf/plait"
+    return set(os.listdir(d)) if os.path.isdir(d) else set()
