@@ -329,3 +329,12 @@ func (rt rawTraffic) validate() (Traffic, error) {
 	}
 	return t, nil
 }
+
+// ParseCompare validates a list of configurations given outside a file (a command-line
+// override); errors name it compare[i].
+func ParseCompare(cs []string) ([]string, error) {
+	if len(cs) == 0 {
+		return nil, fmt.Errorf("compare: empty; use %s", strings.Join(Configurations, ", "))
+	}
+	return validateCompare(cs)
+}
