@@ -446,11 +446,19 @@ def main(argv=None):
     ap.add_argument("--plan", help="the plan written by plait lab")
     args = ap.parse_args(argv)
 
-    def interrupted(signum, frame):
-        raise KeyboardInterrupt
+    stopping = []
 
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGHUP, interrupted)
+    def interrupted(signum, frame):
+        # Once: a second signal must not cut the clean-up short.
+        if not stopping:
+            stopping.append(signum)
+            raise KeyboardInterrupt
+
+    signals = [signal.SIGTERM, signal.SIGHUP]
+    if args.command != "up":  # Mininet's CLI handles Ctrl-C itself
+        signals.append(signal.SIGINT)
+    for sig in signals:
+        signal.signal(sig, interrupted)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     lab = None
     try:
@@ -477,6 +485,7 @@ def main(argv=None):
         return 130
     finally:
         if lab is not None:
+            stopping.append(0)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             lab.stop()
             say("== lab stopped and cleaned up")

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -365,7 +366,28 @@ func runPythonIn(cmd *cobra.Command, python, dir, verb, plan string) error {
 	c := exec.Command(python, args...)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	c.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	if err := c.Run(); err != nil {
+	if verb != "up" {
+		// Its own process group: a terminal's Ctrl-C reaches only this process, which
+		// passes exactly one SIGINT on, so the lab's clean-up is not interrupted twice.
+		// (up keeps the terminal's group: Mininet's CLI reads it and takes Ctrl-C.)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("run the lab: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-cmd.Context().Done():
+			if verb != "up" {
+				c.Process.Signal(os.Interrupt)
+			}
+		case <-done:
+		}
+	}()
+	err = c.Wait()
+	close(done)
+	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			return fmt.Errorf("lab %s failed (exit %d)", verb, ee.ExitCode())
