@@ -268,7 +268,9 @@ class Lab:
 
     def add_tunnels(self):
         if self.shape == "split":
-            return self.add_receive_tunnels()
+            if any(c in ("rr", "wrr", "auto") for c in self.sc["compare"]):
+                self.add_receive_tunnels()
+            return
         n = len(self.paths)
         for host, peer in ((self.h1, "h2"), (self.h2, "h1")):
             args = ["tunnel", "add", "--id", "1", "--device", "plait0"]

@@ -33,9 +33,10 @@ IPERF_PORT = 5201
 
 
 def read_netdev(pid):
-    """Returns {interface: (rx_bytes, tx_bytes)} of process pid's network namespace."""
+    """Returns {interface: (rx_bytes, tx_bytes)} of process pid's network namespace (of
+    this process's when pid is None)."""
     out = {}
-    with open("/proc/%d/net/dev" % pid) as f:
+    with open("/proc/net/dev" if pid is None else "/proc/%d/net/dev" % pid) as f:
         for line in f.readlines()[2:]:
             name, rest = line.split(":", 1)
             v = rest.split()
@@ -186,26 +187,35 @@ def describe(lab, config):
 
 
 def target(lab, config):
-    """Returns (destination address, h1 interfaces whose bytes count, path names)."""
+    """Returns (destination address, namespace pid of the counters or None for the root
+    namespace, interfaces whose transmitted bytes count, their path names).
+
+    Parallel shape: h1's interface per path. Split shape: the path switches' ports toward
+    the merge switch (root namespace), since h1 has one interface there."""
     names = [p["name"] for p in lab.paths]
+    n = len(names)
     if config == "ideal":
-        return topos.path_addr(0, "h2"), ["h1-eth0"], ["ideal"]
+        return topos.path_addr(0, "h2"), lab.h1.pid, ["h1-eth0"], ["ideal"]
     if lab.shape == "split":
-        k = lab.plan["single_best"]["index"] + 1
-        return topos.TUNNEL_ADDR["h2"], ["h1-eth1"], ["h1-eth1"]
-    intfs = ["h1-eth%d" % k for k in range(1, len(names) + 1)]
+        return (
+            topos.TUNNEL_ADDR["h2"],
+            None,
+            ["s%d-eth2" % k for k in range(1, n + 1)],
+            names,
+        )
+    intfs = ["h1-eth%d" % k for k in range(1, n + 1)]
     if config == "single-best":
         k = lab.plan["single_best"]["index"] + 1
-        return topos.path_addr(k, "h2"), intfs, names
+        return topos.path_addr(k, "h2"), lab.h1.pid, intfs, names
     if config == "mptcp":
-        return topos.path_addr(1, "h2"), intfs, names
-    return topos.TUNNEL_ADDR["h2"], intfs, names
+        return topos.path_addr(1, "h2"), lab.h1.pid, intfs, names
+    return topos.TUNNEL_ADDR["h2"], lab.h1.pid, intfs, names
 
 
 def wait_mode(lab, config, timeout=10):
     """Waits until both agents' tunnel runs the configuration's scheduler."""
     want = {"rr": "MODE_RR", "wrr": "MODE_WRR"}.get(config)
-    if want is None:
+    if want is None or lab.shape == "split":  # split: the switches' slot tables split
         return
     deadline = time.monotonic() + timeout
     for h in (lab.h1, lab.h2):
@@ -225,7 +235,7 @@ def run_config(lab, config):
     tr = sc["traffic"]
     dur, omit = tr["duration_s"], tr["omit_s"]
     h1, h2 = lab.h1, lab.h2
-    dst, intfs, names = target(lab, config)
+    dst, cpid, intfs, names = target(lab, config)
     res = {"config": config, "warnings": []}
 
     lab.start_controller(config)
@@ -273,8 +283,8 @@ def run_config(lab, config):
             f.name,
         )
         f.close()
-    before = snapshot(lab)
-    sampler = Sampler(h1.pid, intfs)
+    before = snapshot(lab, cpid)
+    sampler = Sampler(cpid, intfs)
     sampler.start()
     t_start = time.time()  # every time series counts from here
     cmd = mptcp + [
@@ -299,7 +309,7 @@ def run_config(lab, config):
         lab.reap(client)
         cout, cerr = b"", b"timed out"
     sampler.stop()
-    after = snapshot(lab)
+    after = snapshot(lab, cpid)
     for name, (p, _) in watchers.items():
         lab.reap(p)
     lab.reap(server)
@@ -377,10 +387,10 @@ def run_config(lab, config):
     return res
 
 
-def snapshot(lab):
+def snapshot(lab, cpid):
     st = json.loads(lab.h2.plaitcmd("--json", "stats", "--tunnel", "1"))
     t = tunnel_of(st) or {}
-    tx = {i: v[1] for i, v in read_netdev(lab.h1.pid).items()}
+    tx = {i: v[1] for i, v in read_netdev(cpid).items()}
     return {
         "retrans": read_retrans(lab.h1.pid),
         "tx": tx,
