@@ -225,12 +225,13 @@ static __always_inline void measure_delay(struct rx_path_stats *st, const struct
 	st->last_rx_ns = now;
 }
 
-/* Packet pairs: two consecutive packets of a path sent much closer together than they
- * arrived were spaced by the path's bottleneck, so bytes / gap estimates its capacity. */
-static __always_inline void measure_dispersion(struct rx_path_shared *ps, struct rx_path_stats *st,
-					       __u32 path_seq, __u32 tx_ns, __u64 now, __u32 len)
+/* Packet pairs: two consecutive packets of a path (data, or a probe train) sent much
+ * closer together than they arrived were spaced by the path's bottleneck, so bytes / gap
+ * estimates its capacity. */
+static __always_inline void measure_dispersion(struct pair_state *ps, struct rx_path_stats *st,
+					       __u32 seq, __u32 tx_ns, __u64 now, __u32 len)
 {
-	if (path_seq == ps->last_ps + 1 && ps->last_rx_ns) {
+	if (seq == ps->last_seq + 1 && ps->last_rx_ns) {
 		__u64 rx_gap = now - ps->last_rx_ns;
 		__u32 tx_gap = tx_ns - ps->last_tx_ns;
 		if ((__u64)tx_gap * 8 < rx_gap && rx_gap < 1000000000ULL) {
@@ -239,7 +240,7 @@ static __always_inline void measure_dispersion(struct rx_path_shared *ps, struct
 			st->disp_samples++;
 		}
 	}
-	ps->last_ps = path_seq;
+	ps->last_seq = seq;
 	ps->last_rx_ns = now;
 	ps->last_tx_ns = tx_ns;
 }
@@ -328,22 +329,24 @@ static __always_inline int receive(struct xdp_md *ctx)
 
 	__u32 p = ph->path_id & (PLAIT_MAX_PATHS - 1);
 	struct rx_path_stats *pst = &rs->paths[p];
+	struct rx_path_shared *ps = &sh->paths[p];
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tx_ns = bpf_ntohl(ph->tx_ns);
+	__u32 path_seq = bpf_ntohl(ph->path_seq);
+	__u32 frame_len = (void *)ip + ip_len - data;
 	measure_delay(pst, t, tx_ns, now);
 	if (tel)
 		measure_telemetry(pst, tel, t->epoch);
 	if (flags & PLAIT_F_PROBE) {
+		/* A probe's path_seq numbers the agent's probes on the path. */
+		measure_dispersion(&ps->probes, pst, path_seq, tx_ns, now, frame_len);
 		pst->probes++;
 		return XDP_DROP;
 	}
 
-	__u32 frame_len = (void *)ip + ip_len - data;
 	pst->packets++;
 	pst->bytes += frame_len;
-	__u32 path_seq = bpf_ntohl(ph->path_seq);
-	struct rx_path_shared *ps = &sh->paths[p];
-	measure_dispersion(ps, pst, path_seq, tx_ns, now, frame_len);
+	measure_dispersion(&ps->data, pst, path_seq, tx_ns, now, frame_len);
 	int in_order = track_path(ps, pst, path_seq);
 	track_seq(sh, &rs->tunnel, bpf_ntohl(ph->seq), in_order, now, t->epoch);
 

@@ -53,7 +53,8 @@ func WithStateFile(path string) Option { return func(o *options) { o.stateFile =
 // WithSampleInterval sets how often the datapath's counters are read (default 25 ms).
 func WithSampleInterval(d time.Duration) Option { return func(o *options) { o.sampleInterval = d } }
 
-// WithResolveTimeout bounds how long a path's next hop may take to resolve (default 3 s).
+// WithResolveTimeout bounds how long Configure waits for a path's next hop to resolve
+// (default 300 ms); paths that take longer are resolved in the background.
 func WithResolveTimeout(d time.Duration) Option { return func(o *options) { o.resolveTimeout = d } }
 
 // WithLogger sets the logger.
@@ -73,7 +74,7 @@ func DefaultDirs() (pinDir, stateFile string, err error) {
 // New loads the datapath (reusing pinned maps and links) and restores the saved
 // configuration, so a restarted agent carries on where the last one stopped.
 func New(opts ...Option) (*Agent, error) {
-	o := options{sampleInterval: 25 * time.Millisecond, resolveTimeout: 3 * time.Second, log: slog.Default()}
+	o := options{sampleInterval: 25 * time.Millisecond, resolveTimeout: 300 * time.Millisecond, log: slog.Default()}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -111,16 +112,63 @@ func cmpOr(a, b string) string {
 // Close releases the agent's handles. The datapath keeps running from its pins.
 func (a *Agent) Close() error { return a.dp.Close() }
 
-// Run samples the datapath and probes idle paths until ctx ends.
+// Run samples the datapath, probes idle paths and resolves pending next hops until ctx
+// ends. It must run on a thread in the agent's network namespace (the daemon's only one).
 func (a *Agent) Run(ctx context.Context) {
 	tick := time.NewTicker(a.opts.sampleInterval)
 	defer tick.Stop()
+	lastResolve := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			a.stats.sample()
+			if time.Since(lastResolve) >= resolveEvery {
+				a.resolvePending()
+				lastResolve = time.Now()
+			}
+		}
+	}
+}
+
+const resolveEvery = 250 * time.Millisecond
+
+// resolvePending retries the next hops of paths that could not be resolved yet and lets
+// them into the split once they are.
+func (a *Agent) resolvePending() {
+	type job struct {
+		id   uint32
+		i    int
+		p    path
+		link string
+	}
+	var jobs []job
+	a.mu.Lock()
+	for id, t := range a.tunnels {
+		for i, p := range t.paths {
+			if p.hopMAC == nil {
+				jobs = append(jobs, job{id, i, *p, p.cfg.Interface})
+			}
+		}
+	}
+	a.mu.Unlock()
+	for _, j := range jobs {
+		l, err := linkByName(j.link)
+		if err != nil {
+			continue
+		}
+		if j.p.resolve(l, 0); j.p.hopMAC == nil {
+			continue
+		}
+		_, err = a.update(j.id, func(t *tunnel) error {
+			if j.i < len(t.paths) && t.paths[j.i].cfg.Name == j.p.cfg.Name {
+				t.paths[j.i].hopMAC, t.paths[j.i].pending = j.p.hopMAC, ""
+			}
+			return nil
+		})
+		if err == nil {
+			a.opts.log.Info("next hop resolved", "tunnel", j.id, "path", j.p.cfg.Name, "mac", j.p.hopMAC)
 		}
 	}
 }

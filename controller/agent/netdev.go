@@ -70,8 +70,9 @@ func nextHopMAC(l netlink.Link, src, dst, gateway netip.Addr, timeout time.Durat
 				return n.HardwareAddr, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("cannot resolve the Ethernet address of next hop %s on %s: is the peer up and on that link?", hop, name)
+		// Always ask the kernel once, and look once more after, whatever the timeout.
+		if poked && time.Now().After(deadline) {
+			return nil, fmt.Errorf("next hop %s on %s does not answer ARP yet: is the peer up and the path forwarding?", hop, name)
 		}
 		if !poked {
 			if err := poke(name, src, dst); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -33,10 +34,15 @@ type path struct {
 	local    netip.Addr
 	remote   netip.Addr
 	localMAC net.HardwareAddr
-	hopMAC   net.HardwareAddr
+	hopMAC   net.HardwareAddr // nil until resolved
+	pending  string           // why hopMAC is not resolved yet
+	gateway  netip.Addr
 	up       bool
 	est      *pb.PathEstimate
 }
+
+// usable is whether the datapath may send on the path.
+func (p *path) usable() bool { return p.up && p.hopMAC != nil }
 
 func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
@@ -152,16 +158,25 @@ func resolvePath(i int, pc *pb.PathConfig, resolveTimeout time.Duration) (*path,
 	if p.remote, err = netip.ParseAddr(pc.RemoteAddr); err != nil || !p.remote.Is4() {
 		return nil, invalid("path %q: remote address %q is not IPv4: give the peer's address on this path", pc.Name, pc.RemoteAddr)
 	}
-	var gw netip.Addr
 	if pc.NextHop != "" {
-		if gw, err = netip.ParseAddr(pc.NextHop); err != nil || !gw.Is4() {
+		if p.gateway, err = netip.ParseAddr(pc.NextHop); err != nil || !p.gateway.Is4() {
 			return nil, invalid("path %q: next hop %q is not IPv4", pc.Name, pc.NextHop)
 		}
 	}
-	if p.hopMAC, err = nextHopMAC(l, p.local, p.remote, gw, resolveTimeout); err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "path %q: %v", pc.Name, err)
-	}
+	p.resolve(l, resolveTimeout)
 	return p, nil
+}
+
+// resolve looks up the path's next hop. A path whose peer is not reachable yet (a link
+// coming up, a switch not yet programmed) is accepted and kept out of the split until it
+// resolves.
+func (p *path) resolve(l netlink.Link, timeout time.Duration) {
+	mac, err := nextHopMAC(l, p.local, p.remote, p.gateway, timeout)
+	if err != nil {
+		p.hopMAC, p.pending = nil, err.Error()
+		return
+	}
+	p.hopMAC, p.pending = mac, ""
 }
 
 // datapath returns the sender's view of the tunnel.
@@ -171,7 +186,7 @@ func (t *tunnel) datapath() datapath.Tunnel {
 	for i, p := range t.paths {
 		dt.Paths = append(dt.Paths, datapath.Path{
 			Ifindex: uint32(p.ifindex), SrcIP: p.local, DstIP: p.remote, SrcMAC: p.localMAC, DstMAC: p.hopMAC,
-			Up: p.up, Weight: t.cfg.Weights[i], RateBps: p.est.RateBps, DelayNs: uint32(max(0, p.est.DelayUs*1000)),
+			Up: p.usable(), Weight: t.cfg.Weights[i], RateBps: p.est.RateBps, DelayNs: uint32(max(0, p.est.DelayUs*1000)),
 		})
 	}
 	return dt
@@ -195,18 +210,19 @@ func (t *tunnel) proto() *pb.Tunnel {
 	out := &pb.Tunnel{Config: proto.Clone(t.cfg).(*pb.TunnelConfig), Mtu: uint32(t.mtu), Generation: t.gen}
 	var total float64
 	for i, p := range t.paths {
-		if p.up {
+		if p.usable() {
 			total += t.cfg.Weights[i]
 		}
 	}
 	for i, p := range t.paths {
 		w := 0.0
-		if p.up && total > 0 {
+		if p.usable() && total > 0 {
 			w = t.cfg.Weights[i] / total
 		}
 		out.Paths = append(out.Paths, &pb.PathState{
 			Index: uint32(i), Config: proto.Clone(p.cfg).(*pb.PathConfig), Up: p.up, Weight: w,
 			Estimate: proto.Clone(p.est).(*pb.PathEstimate), LocalMac: p.localMAC.String(), NextHopMac: p.hopMAC.String(), Ifindex: uint32(p.ifindex),
+			Pending: p.pending,
 		})
 	}
 	return out

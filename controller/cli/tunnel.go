@@ -193,6 +193,9 @@ func printTunnels(cmd *cobra.Command, ts []*pb.Tunnel) error {
 			if !p.Up {
 				state = "down"
 			}
+			if p.Pending != "" {
+				state = "pending"
+			}
 			tb.row(p.Config.Name, p.Config.Interface, p.Config.LocalAddr, p.Config.RemoteAddr, p.NextHopMac, state,
 				fmt.Sprintf("%.3f", p.Weight), fmtRate(p.Estimate.RateBps), fmtUs(p.Estimate.DelayUs))
 		}

@@ -106,7 +106,7 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 		}
 		o := Observation{
 			At: now, Interval: time.Duration(d.rx.IntervalS * float64(time.Second)),
-			RxBps: p.RxBps, RxPackets: p.RxPackets, Lost: p.Lost, Late: p.Late,
+			RxBps: p.RxBps, RxBytes: p.RxBytes, RxPackets: p.RxPackets, Lost: p.Lost, Late: p.Late,
 			OwdMin: p.OwdMinUs, OwdMean: p.OwdMeanUs, Queue: p.QueueUs,
 			DispBps: p.DispersionBps, DispN: p.DispersionSamples, RxAge: age,
 		}

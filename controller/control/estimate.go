@@ -14,6 +14,7 @@ type Observation struct {
 	Interval  time.Duration
 	TxBps     float64
 	RxBps     float64 // delivery rate, wire bytes
+	RxBytes   uint64  // cumulative, wire bytes
 	RxPackets uint64  // cumulative
 	Lost      uint64  // cumulative
 	Late      uint64  // cumulative
@@ -33,7 +34,8 @@ type Estimate struct {
 	Base          float64 // propagation one-way delay, µs
 	Queue         float64 // queueing delay now, µs
 	Owd           float64 // mean one-way delay of the last interval, µs (NaN if no packets)
-	Loss          float64 // fraction, smoothed
+	Loss          float64 // random loss: fraction lost while the path held no standing queue
+	LossKnown     bool    // Loss rests on enough packets to act on
 	Late          float64 // fraction of the path's packets late behind its own, smoothed
 	Busy          bool    // a standing queue: the path delivers at its capacity
 	RxPackets     uint64  // packets in the last interval
@@ -45,12 +47,34 @@ type Estimate struct {
 const (
 	DownAfter      = 120 * time.Millisecond
 	UpAfter        = 60 * time.Millisecond
-	telemetryWin   = time.Second      // base from OWD − switch queue: tracks changes fast
-	minOnlyWin     = 10 * time.Second // base from minimum OWD: must outlast queues
-	stepConfirm    = time.Second      // a shift of the minimum held this long is a new base
+	telemetryWin   = 300 * time.Millisecond // base from OWD − switch queue: tracks changes fast
+	minOnlyWin     = 10 * time.Second       // base from minimum OWD: must outlast queues
+	stepConfirm    = time.Second            // a shift of the minimum held this long is a new base
 	minBusyQueueUs = 1500
 	dispKeep       = 12 // recent dispersion estimates kept for a median
+	// Capacity comes from bytes delivered over a stretch in which the path never ran out
+	// of queue: at least busyStretch long (50 ms reports hold a handful of packets on a
+	// slow path, far too few), at most busyKeep.
+	busyStretch = 300 * time.Millisecond
+	busyKeep    = time.Second
+	owdGain     = 0.3 // smoothing of the mean one-way delay the arrival correction reads
+	// Random loss is counted over lossWindow, only in reports without a standing queue
+	// (drops from a full queue are congestion, which the flow's own control answers),
+	// and believed from lossEvidence packets on.
+	lossWindow   = 5 * time.Second
+	lossEvidence = 200
 )
+
+type delivery struct {
+	at    time.Time
+	bytes uint64
+	busy  bool
+}
+
+type lossCount struct {
+	at        time.Time
+	got, lost uint64
+}
 
 type timed struct {
 	at time.Time
@@ -63,6 +87,9 @@ type pathEstimator struct {
 	hasPrev   bool
 	baseWin   []timed // per-interval base samples
 	dispRates []float64
+	deliv     []delivery // recent cumulative delivery, for busy-stretch capacity
+	busyKnown bool       // capacity measured over a busy stretch at least once
+	losses    []lossCount
 }
 
 func newPathEstimator() *pathEstimator {
@@ -103,7 +130,13 @@ func (e *pathEstimator) update(o Observation) Estimate {
 			est.Base = recent
 		}
 	}
-	est.Owd = o.OwdMean
+	switch {
+	case math.IsNaN(o.OwdMean):
+	case math.IsNaN(est.Owd):
+		est.Owd = o.OwdMean
+	default:
+		est.Owd += owdGain * (o.OwdMean - est.Owd)
+	}
 	switch {
 	case telemetry:
 		est.Queue = o.Queue
@@ -120,51 +153,99 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		dLate = o.Late - e.prev.Late
 	}
 	est.RxPackets = dRx
-	if n := dRx + dLost; n > 0 {
-		est.Loss = 0.8*est.Loss + 0.2*float64(dLost)/float64(n)
-	}
 	if dRx > 0 {
 		est.Late = 0.8*est.Late + 0.2*float64(dLate)/float64(dRx)
 	}
 
-	// Capacity. With a standing queue the path delivers exactly its capacity; otherwise
-	// packet pairs bound it, and whatever it delivered is a floor.
+	// Capacity. Over a stretch with a standing queue throughout, the path delivers
+	// exactly its capacity; otherwise packet pairs bound it, and a path that delivered
+	// more than the estimate over a long enough stretch has at least that.
 	serial := 0.0
 	if est.Capacity > 0 {
 		serial = 1514 * 8 / est.Capacity * 1e6
 	}
-	est.Busy = dRx >= 4 && est.Queue > max(minBusyQueueUs, 2*serial)
+	est.Busy = dRx >= 2 && est.Queue > max(minBusyQueueUs, 2*serial)
+	if !est.Busy && dRx+dLost > 0 {
+		e.losses = append(e.losses, lossCount{o.At, dRx, dLost})
+	}
+	e.losses = slices.DeleteFunc(e.losses, func(l lossCount) bool { return o.At.Sub(l.at) > lossWindow })
+	var got, lost uint64
+	for _, l := range e.losses {
+		got, lost = got+l.got, lost+l.lost
+	}
+	if est.LossKnown = got+lost >= lossEvidence; est.LossKnown {
+		est.Loss = float64(lost) / float64(got+lost)
+	}
+	e.deliv = append(e.deliv, delivery{o.At, o.RxBytes, est.Busy})
+	e.deliv = slices.DeleteFunc(e.deliv, func(d delivery) bool { return o.At.Sub(d.at) > busyKeep })
+	if rate, ok := e.busyRate(); ok {
+		if e.busyKnown {
+			est.Capacity = 0.5*est.Capacity + 0.5*rate
+		} else {
+			est.Capacity = rate
+		}
+		est.CapacityKnown, e.busyKnown = true, true
+	} else if rate, ok := e.deliveredRate(); ok && est.CapacityKnown && rate > est.Capacity {
+		// A floor only lifts an estimate: partial load says nothing about capacity.
+		est.Capacity = rate
+	}
 	if o.DispN >= 2 && o.DispBps > 0 {
 		e.dispRates = append(e.dispRates, o.DispBps)
 		if len(e.dispRates) > dispKeep {
 			e.dispRates = e.dispRates[1:]
 		}
 	}
-	switch {
-	case est.Busy && o.RxBps > 0:
-		if est.CapacityKnown {
-			est.Capacity = 0.6*est.Capacity + 0.4*o.RxBps
-		} else {
-			est.Capacity = o.RxBps
-		}
-		est.CapacityKnown = true
-	case len(e.dispRates) > 0:
-		d := median(e.dispRates)
-		if !est.CapacityKnown {
-			est.Capacity = d
-		} else if d > est.Capacity {
-			// Pairs say more than the last busy period showed: lean towards them slowly,
-			// since receive batching can squeeze pair gaps.
-			est.Capacity = 0.9*est.Capacity + 0.1*d
-		}
-		est.CapacityKnown = true
-	}
-	if o.RxBps > est.Capacity && dRx >= 4 {
-		est.Capacity = o.RxBps
-		est.CapacityKnown = true
+	// Packet pairs (probe trains on idle paths, bursts of data) stand in until a busy
+	// stretch measures the capacity exactly.
+	if !e.busyKnown && len(e.dispRates) > 0 {
+		est.Capacity, est.CapacityKnown = median(e.dispRates), true
 	}
 	e.prev, e.hasPrev = o, true
 	return *est
+}
+
+// busyRate is the delivery rate over the latest stretch of busy reports, when that
+// stretch is long enough to count a path's capacity.
+func (e *pathEstimator) busyRate() (float64, bool) {
+	n := len(e.deliv)
+	if n < 2 || !e.deliv[n-1].busy {
+		return 0, false
+	}
+	first := n - 1
+	for first > 0 && e.deliv[first-1].busy {
+		first--
+	}
+	// The report before the stretch marks its start: bytes after it were delivered busy.
+	if first > 0 {
+		first--
+	}
+	a, b := e.deliv[first], e.deliv[n-1]
+	dt := b.at.Sub(a.at)
+	if dt < busyStretch {
+		return 0, false
+	}
+	return float64(b.bytes-a.bytes) * 8 / dt.Seconds(), true
+}
+
+// deliveredRate is the delivery rate over the whole recent history, a floor of capacity.
+func (e *pathEstimator) deliveredRate() (float64, bool) {
+	n := len(e.deliv)
+	if n < 2 {
+		return 0, false
+	}
+	a, b := e.deliv[0], e.deliv[n-1]
+	dt := b.at.Sub(a.at)
+	if dt < busyStretch {
+		return 0, false
+	}
+	return float64(b.bytes-a.bytes) * 8 / dt.Seconds(), true
+}
+
+// raise lifts the capacity estimate of a path the split under-feeds.
+func (e *pathEstimator) raise(f float64) {
+	if e.est.CapacityKnown {
+		e.est.Capacity *= f
+	}
 }
 
 func (e *pathEstimator) span(now time.Time) time.Duration {

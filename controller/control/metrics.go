@@ -102,4 +102,3 @@ func ServeMetrics(ctx context.Context, c *Controller, addr string) error {
 	}
 	return nil
 }
-

@@ -17,19 +17,23 @@ const (
 	// held this long, before the split changes shape: path sets do not flap.
 	setGain  = 1.05
 	setDwell = 2 * time.Second
-	// Until every path has a capacity estimate (or this long has passed) the split stays
-	// as configured, so estimates come from the traffic rather than from guesses.
-	learnFor = 1500 * time.Millisecond
 	// Arrival correction: each interval moves a path's delay parameter by this fraction of
 	// how much later (or earlier) than the paths' average its packets arrived.
-	corrGain = 0.3
+	// The loop sees a path's arrivals one path delay late, so the gain stays low.
+	corrGain = 0.1
 	corrMax  = 200e3 // µs
-	// A path in use that shows no queue while another one does is under-fed: its capacity
-	// estimate is raised by this factor each interval until it shows a queue too.
-	probeUp = 1.05
-	// Paths whose capacity is unknown get this much in edpf: for a tunnel's reverse
-	// direction (ACKs) only the delays matter.
-	unknownRate = 100e6
+	// A path that carries packets but shows no queue while another path in use does is
+	// under-fed: its capacity estimate is raised by this factor each interval until it
+	// queues too. Over-estimates need no such care: an over-fed path queues and then
+	// delivers exactly its capacity.
+	probeUp = 1.15
+	// Paths whose capacity is still unknown are guessed at this (or at the best known
+	// path's capacity): a guess too high corrects itself within one busy stretch, one too
+	// low by probing up. For a tunnel's reverse direction (ACKs) only delays matter.
+	unknownRate = 10e6
+	// minPackets is the smallest number of a path's packets in one report that the
+	// arrival correction and probing read as "the path carries traffic".
+	minPackets = 3
 )
 
 // target is what the optimiser wants the sending agent to hold.
@@ -61,8 +65,8 @@ func near(a, b, rel float64) bool { return math.Abs(a-b) <= rel*math.Max(math.Ab
 
 // optimizer holds one direction's decisions between intervals.
 type optimizer struct {
-	started  time.Time
 	set      []bool // paths edpf may use
+	setLive  []bool // paths that were alive when set was chosen
 	setSince time.Time
 	corr     []float64 // arrival correction per path, µs
 	starved  []int     // consecutive intervals a path in use showed no queue while another did
@@ -71,7 +75,7 @@ type optimizer struct {
 }
 
 func newOptimizer(n int, now time.Time) *optimizer {
-	return &optimizer{started: now, corr: make([]float64, n), starved: make([]int, n)}
+	return &optimizer{corr: make([]float64, n), starved: make([]int, n)}
 }
 
 // decide chooses the split for the next interval. override is "auto" or a fixed mode;
@@ -96,21 +100,9 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 		o.reason = "operator: edpf"
 		return t
 	}
-	known := 0
-	for _, e := range ests {
-		if e.est.Alive && e.est.CapacityKnown {
-			known++
-		}
-	}
-	alive := countTrue(t.up)
-	if alive == 0 {
+	if countTrue(t.up) == 0 {
 		t.mode, t.weights = pb.Mode_MODE_WRR, equal(n)
 		o.reason = "every path is down"
-		return t
-	}
-	if known < alive && now.Sub(o.started) < learnFor {
-		t.mode, t.weights = pb.Mode_MODE_WRR, equal(n)
-		o.reason = fmt.Sprintf("learning: capacity known for %d of %d paths", known, alive)
 		return t
 	}
 	o.chooseSet(now, ests, tcp)
@@ -120,31 +112,67 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	return t
 }
 
+// guess is the capacity assumed for a path whose capacity is not known yet.
+func guess(ests []*pathEstimator) float64 {
+	g := unknownRate
+	for _, e := range ests {
+		if e.est.CapacityKnown {
+			g = max(g, e.est.Capacity)
+		}
+	}
+	return g
+}
+
+func capacity(ests []*pathEstimator, i int) float64 {
+	if e := ests[i].est; e.CapacityKnown && e.Capacity > 0 {
+		return e.Capacity
+	}
+	return guess(ests)
+}
+
 // modelPaths describes the paths to the model as the estimator sees them.
 func modelPaths(ests []*pathEstimator) []model.Path {
 	ps := make([]model.Path, len(ests))
 	for i, e := range ests {
-		rate := e.est.Capacity
-		if !e.est.CapacityKnown || rate <= 0 {
-			rate = unknownRate
-		}
+		rate := capacity(ests, i)
 		base := e.est.Base
 		if math.IsNaN(base) || base < 0 {
 			base = 0
 		}
-		ps[i] = model.Path{Rate: rate, Delay: time.Duration(base * 1e3), Loss: math.Min(e.est.Loss, 0.5)}
+		loss := 0.0
+		if e.est.LossKnown {
+			loss = math.Min(e.est.Loss, 0.5)
+		}
+		ps[i] = model.Path{Rate: rate, Delay: time.Duration(base * 1e3), Loss: loss}
 	}
 	return ps
 }
 
 // chooseSet picks the paths edpf may use: the model's best subset of the live paths,
-// changed only when the gain is worth it and the current set has settled.
+// changed only when the gain is worth it and the current set has settled. While some
+// path's capacity is unknown every live path stays in: the model would be choosing
+// between guesses, and a path left out would never be measured.
 func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, tcp model.TCP) {
 	var live []int
+	unknown := 0
+	liveMask := make([]bool, len(ests))
 	for i, e := range ests {
 		if e.est.Alive {
 			live = append(live, i)
+			liveMask[i] = true
+			if !e.est.CapacityKnown {
+				unknown++
+			}
 		}
+	}
+	if unknown > 0 {
+		set := make([]bool, len(ests))
+		for _, i := range live {
+			set[i] = true
+		}
+		o.set, o.setLive, o.predict = set, nil, 0
+		o.reason = fmt.Sprintf("edpf over every live path while %d capacities are unknown", unknown)
+		return
 	}
 	all := modelPaths(ests)
 	ps := make([]model.Path, len(live))
@@ -164,14 +192,11 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, tcp model.TC
 	for _, j := range choice.Paths {
 		best[live[j]] = true
 	}
-	// The current set without the paths that died since.
-	cur := slices.Clone(o.set)
-	for i := range cur {
-		cur[i] = cur[i] && ests[i].est.Alive
-	}
+	// Paths dying or coming back are news, not a change of mind: decide afresh at once.
+	cur := o.set
 	switch {
-	case o.set == nil || countTrue(cur) == 0 || !slices.Equal(cur, o.set):
-		o.adopt(now, best, choice.Prediction.Goodput, "model's best set")
+	case o.set == nil || !slices.Equal(liveMask, o.setLive):
+		o.adopt(now, best, liveMask, choice.Prediction.Goodput, fmt.Sprintf("model's best set for %v", describe(ps)))
 	case slices.Equal(cur, best):
 		o.predict = choice.Prediction.Goodput
 	default:
@@ -183,15 +208,23 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, tcp model.TC
 		}
 		p, err := model.Predict(ps, model.Split{Mode: model.EDPF, Weights: w}, tcp)
 		if err == nil && choice.Prediction.Goodput > p.Goodput*setGain && now.Sub(o.setSince) >= setDwell {
-			o.adopt(now, best, choice.Prediction.Goodput, fmt.Sprintf("model predicts %.0f%% more", 100*(choice.Prediction.Goodput/p.Goodput-1)))
+			o.adopt(now, best, liveMask, choice.Prediction.Goodput, fmt.Sprintf("model predicts %.0f%% more", 100*(choice.Prediction.Goodput/p.Goodput-1)))
 		} else if err == nil {
 			o.predict = p.Goodput
 		}
 	}
 }
 
-func (o *optimizer) adopt(now time.Time, set []bool, predicted float64, why string) {
-	o.set, o.setSince, o.predict = set, now, predicted
+func describe(ps []model.Path) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%.2gMbit/%.0fms/%.1f%%", p.Rate/1e6, p.Delay.Seconds()*1e3, 100*p.Loss))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (o *optimizer) adopt(now time.Time, set, live []bool, predicted float64, why string) {
+	o.set, o.setLive, o.setSince, o.predict = set, live, now, predicted
 	var names []string
 	for i, in := range set {
 		if in {
@@ -208,7 +241,7 @@ func (o *optimizer) adopt(now time.Time, set []bool, predicted float64, why stri
 func (o *optimizer) correct(ests []*pathEstimator) {
 	var sumW, sumOwd float64
 	for i, e := range ests {
-		if o.set[i] && e.est.RxPackets >= 20 && !math.IsNaN(e.est.Owd) {
+		if o.set[i] && e.est.RxPackets >= minPackets && !math.IsNaN(e.est.Owd) {
 			sumW += float64(e.est.RxPackets)
 			sumOwd += float64(e.est.RxPackets) * e.est.Owd
 		}
@@ -220,7 +253,7 @@ func (o *optimizer) correct(ests []*pathEstimator) {
 	var sumC float64
 	for i, e := range ests {
 		switch {
-		case o.set[i] && e.est.RxPackets >= 20 && !math.IsNaN(e.est.Owd):
+		case o.set[i] && e.est.RxPackets >= minPackets && !math.IsNaN(e.est.Owd):
 			o.corr[i] = math.Max(-corrMax, math.Min(corrMax, o.corr[i]+corrGain*(e.est.Owd-mean)))
 			sumC += float64(e.est.RxPackets) * o.corr[i]
 		case !o.set[i]:
@@ -229,24 +262,25 @@ func (o *optimizer) correct(ests []*pathEstimator) {
 	}
 	centre := sumC / sumW
 	for i, e := range ests {
-		if o.set[i] && e.est.RxPackets >= 20 {
+		if o.set[i] && e.est.RxPackets >= minPackets {
 			o.corr[i] -= centre
 		}
 	}
 }
 
-// probe raises the capacity estimate of paths in use that stay queue-free while another
-// path in use holds a queue: the flow wants more than the split gives them.
+// probe raises the capacity estimate of paths that carry packets yet stay queue-free
+// while another path in use holds a queue: the flow wants more than the split gives
+// them. A path edpf leaves idle (its delay is not worth it) is not under-fed.
 func (o *optimizer) probe(ests []*pathEstimator) {
 	anyBusy := false
 	for i, e := range ests {
 		anyBusy = anyBusy || (o.set[i] && e.est.Busy)
 	}
 	for i, e := range ests {
-		if o.set[i] && anyBusy && !e.est.Busy && e.est.CapacityKnown {
+		if o.set[i] && anyBusy && !e.est.Busy && e.est.RxPackets >= minPackets {
 			o.starved[i]++
 			if o.starved[i] >= 2 {
-				e.est.Capacity *= probeUp
+				e.raise(probeUp)
 			}
 		} else {
 			o.starved[i] = 0
@@ -264,10 +298,7 @@ func (o *optimizer) edpfEstimates(ests []*pathEstimator, set []bool) []*pb.PathE
 		}
 		pe.DelayUs = math.Max(0, base+o.corr[i])
 		if set[i] {
-			pe.RateBps = unknownRate
-			if e.est.CapacityKnown && e.est.Capacity > 0 {
-				pe.RateBps = e.est.Capacity
-			}
+			pe.RateBps = capacity(ests, i)
 		}
 		out[i] = pe
 	}

@@ -99,7 +99,7 @@ func (t *Tunnel) validate() error {
 		if !p.SrcIP.Is4() || !p.DstIP.Is4() {
 			return fmt.Errorf("path %d: addresses %s -> %s are not IPv4", i, p.SrcIP, p.DstIP)
 		}
-		if len(p.SrcMAC) != 6 || len(p.DstMAC) != 6 {
+		if len(p.SrcMAC) != 6 || (p.Up && len(p.DstMAC) != 6) {
 			return fmt.Errorf("path %d: MAC addresses %q -> %q are not Ethernet", i, p.SrcMAC, p.DstMAC)
 		}
 		if p.Ifindex == 0 {

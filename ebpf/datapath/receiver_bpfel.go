@@ -26,14 +26,23 @@ type receiverRxShared struct {
 	Resyncs  uint32
 	Recent   [4]uint32
 	Paths    [8]struct {
-		_        structs.HostLayout
-		Started  uint32
-		MaxPs    uint32
-		FirstPs  uint32
-		LastPs   uint32
-		LastRxNs uint64
-		LastTxNs uint32
-		Resyncs  uint32
+		_       structs.HostLayout
+		Started uint32
+		MaxPs   uint32
+		FirstPs uint32
+		Resyncs uint32
+		Data    struct {
+			_        structs.HostLayout
+			LastSeq  uint32
+			LastTxNs uint32
+			LastRxNs uint64
+		}
+		Probes struct {
+			_        structs.HostLayout
+			LastSeq  uint32
+			LastTxNs uint32
+			LastRxNs uint64
+		}
 	}
 	Gaps [256]struct {
 		_       structs.HostLayout

@@ -277,23 +277,33 @@ func TestReceiverMeasuresDelayAndTelemetry(t *testing.T) {
 }
 
 // Two packets sent back to back that arrive 1 ms apart are a packet pair: the path
-// delivered 1044 bytes in 1 ms.
+// delivered the second packet's bytes in 1 ms. Data packets pair by path_seq, probes of
+// a train by their own sequence, and the two never pair with each other.
 func TestReceiverPacketPairDispersion(t *testing.T) {
-	d := load(t)
-	configureReceiver(t, d)
-	tx := uint32(monotonicNs())
-	inner := innerPacket(0, 1000-40)[14:]
-	in := plaitPacket(t, arrival{seq: 0, path: 0, pathSeq: 0}, 0, tx, inner)
-	run(t, d.rcv.PlaitReceiver, in)
-	start := monotonicNs()
-	for monotonicNs()-start < 1e6 {
-	}
-	in = plaitPacket(t, arrival{seq: 1, path: 0, pathSeq: 1}, 0, tx+1000, inner)
-	run(t, d.rcv.PlaitReceiver, in)
-	got, _ := d.ReadReceiver(rxSlot, 1)
-	p := got.Paths[0]
-	if p.DispSamples != 1 || p.DispBytes != uint64(len(in)) || p.DispNs < 1e6 || p.DispNs > 3e6 {
-		t.Fatalf("dispersion: %d samples, %d bytes in %d ns; want 1 sample of %d bytes in about 1 ms", p.DispSamples, p.DispBytes, p.DispNs, len(in))
+	for _, flags := range []uint8{0, wire.FlagProbe} {
+		d := load(t)
+		configureReceiver(t, d)
+		tx := uint32(monotonicNs())
+		var inner []byte
+		if flags == 0 {
+			inner = innerPacket(0, 1000-40)[14:]
+		} else {
+			inner = make([]byte, 1000)
+		}
+		in := plaitPacket(t, arrival{seq: 0, path: 0, pathSeq: 7}, flags, tx, inner)
+		run(t, d.rcv.PlaitReceiver, in)
+		// A packet of the other kind in between must not break the pair.
+		run(t, d.rcv.PlaitReceiver, plaitPacket(t, arrival{seq: 9, path: 0, pathSeq: 8}, flags^wire.FlagProbe, tx, innerPacket(0, 10)[14:]))
+		start := monotonicNs()
+		for monotonicNs()-start < 1e6 {
+		}
+		in = plaitPacket(t, arrival{seq: 1, path: 0, pathSeq: 8}, flags, tx+1000, inner)
+		run(t, d.rcv.PlaitReceiver, in)
+		got, _ := d.ReadReceiver(rxSlot, 1)
+		p := got.Paths[0]
+		if p.DispSamples != 1 || p.DispBytes != uint64(len(in)) || p.DispNs < 1e6 || p.DispNs > 3e6 {
+			t.Fatalf("flags %#x: %d samples, %d bytes in %d ns; want 1 sample of %d bytes in about 1 ms", flags, p.DispSamples, p.DispBytes, p.DispNs, len(in))
+		}
 	}
 }
 

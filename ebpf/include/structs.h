@@ -60,14 +60,20 @@ struct rx_tunnel {
 	__u32 epoch;   /* interval number, bumped by the agent; selects the min/max slot */
 };
 
+/* The previous arrival of a sequence, for packet pairs. */
+struct pair_state {
+	__u32 last_seq;
+	__u32 last_tx_ns;
+	__u64 last_rx_ns;
+};
+
 struct rx_path_shared {
 	__u32 started;
 	__u32 max_ps;     /* highest path_seq seen */
 	__u32 first_ps;
-	__u32 last_ps;    /* path_seq of the previous arrival, for packet pairs */
-	__u64 last_rx_ns;
-	__u32 last_tx_ns;
 	__u32 resyncs;
+	struct pair_state data;   /* data packets, by path_seq */
+	struct pair_state probes; /* probe trains, by their own sequence */
 };
 
 struct gap_slot {

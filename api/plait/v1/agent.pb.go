@@ -349,15 +349,18 @@ func (x *PathEstimate) GetDelayUs() float64 {
 }
 
 type PathState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`  // path_id on the wire
-	Config        *PathConfig            `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"` // with defaults resolved
-	Up            bool                   `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`
-	Weight        float64                `protobuf:"fixed64,4,opt,name=weight,proto3" json:"weight,omitempty"` // normalised: the weights of a tunnel sum to 1
-	Estimate      *PathEstimate          `protobuf:"bytes,5,opt,name=estimate,proto3" json:"estimate,omitempty"`
-	LocalMac      string                 `protobuf:"bytes,6,opt,name=local_mac,json=localMac,proto3" json:"local_mac,omitempty"`
-	NextHopMac    string                 `protobuf:"bytes,7,opt,name=next_hop_mac,json=nextHopMac,proto3" json:"next_hop_mac,omitempty"`
-	Ifindex       uint32                 `protobuf:"varint,8,opt,name=ifindex,proto3" json:"ifindex,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Index      uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`  // path_id on the wire
+	Config     *PathConfig            `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"` // with defaults resolved
+	Up         bool                   `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`
+	Weight     float64                `protobuf:"fixed64,4,opt,name=weight,proto3" json:"weight,omitempty"` // normalised: the weights of a tunnel sum to 1
+	Estimate   *PathEstimate          `protobuf:"bytes,5,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	LocalMac   string                 `protobuf:"bytes,6,opt,name=local_mac,json=localMac,proto3" json:"local_mac,omitempty"`
+	NextHopMac string                 `protobuf:"bytes,7,opt,name=next_hop_mac,json=nextHopMac,proto3" json:"next_hop_mac,omitempty"`
+	Ifindex    uint32                 `protobuf:"varint,8,opt,name=ifindex,proto3" json:"ifindex,omitempty"`
+	// Why the path cannot carry packets yet although it is up (its next hop's Ethernet
+	// address is not resolved); empty when it can. The agent keeps trying.
+	Pending       string `protobuf:"bytes,9,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +449,13 @@ func (x *PathState) GetIfindex() uint32 {
 		return x.Ifindex
 	}
 	return 0
+}
+
+func (x *PathState) GetPending() string {
+	if x != nil {
+		return x.Pending
+	}
+	return ""
 }
 
 type Tunnel struct {
@@ -1395,7 +1405,7 @@ const file_agent_proto_rawDesc = "" +
 	"\ttelemetry\x18\t \x01(\bR\ttelemetry\"D\n" +
 	"\fPathEstimate\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
-	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\"\x84\x02\n" +
+	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\"\x9e\x02\n" +
 	"\tPathState\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12,\n" +
 	"\x06config\x18\x02 \x01(\v2\x14.plait.v1.PathConfigR\x06config\x12\x0e\n" +
@@ -1405,7 +1415,8 @@ const file_agent_proto_rawDesc = "" +
 	"\tlocal_mac\x18\x06 \x01(\tR\blocalMac\x12 \n" +
 	"\fnext_hop_mac\x18\a \x01(\tR\n" +
 	"nextHopMac\x12\x18\n" +
-	"\aifindex\x18\b \x01(\rR\aifindex\"\x95\x01\n" +
+	"\aifindex\x18\b \x01(\rR\aifindex\x12\x18\n" +
+	"\apending\x18\t \x01(\tR\apending\"\x95\x01\n" +
 	"\x06Tunnel\x12.\n" +
 	"\x06config\x18\x01 \x01(\v2\x16.plait.v1.TunnelConfigR\x06config\x12)\n" +
 	"\x05paths\x18\x02 \x03(\v2\x13.plait.v1.PathStateR\x05paths\x12\x10\n" +

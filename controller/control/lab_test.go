@@ -1,0 +1,157 @@
+package control_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller/agent"
+	"github.com/plait/plait/controller/control"
+	"github.com/plait/plait/internal/labnet"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() == 0 {
+		dir, err := os.MkdirTemp("", "plait-bin")
+		if err != nil {
+			panic(err)
+		}
+		if bin, err = labnet.Binary(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+	}
+	os.Exit(m.Run())
+}
+
+// a2 is the three-path lab of the controller issue: 5, 2, 7 Mbit/s at 100, 10, 50 ms.
+var a2 = []labnet.Path{{Name: "a", Rate: "5mbit", Delay: "100ms", Queue: 50}, {Name: "b", Rate: "2mbit", Delay: "10ms", Queue: 50}, {Name: "c", Rate: "7mbit", Delay: "50ms", Queue: 50}}
+
+func forward(t testing.TB, c pb.ControllerClient) *pb.Direction {
+	t.Helper()
+	p, err := c.Paths(context.Background(), &pb.PathsRequest{TunnelId: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range p.Directions {
+		if d.From == "h1" {
+			return d
+		}
+	}
+	t.Fatal("no direction h1 -> h2")
+	return nil
+}
+
+func within(shares []float64, want []float64, rel float64) bool {
+	var sum float64
+	for _, w := range want {
+		sum += w
+	}
+	for i, w := range want {
+		if math.Abs(shares[i]-w/sum) > rel*w/sum {
+			return false
+		}
+	}
+	return true
+}
+
+func weights(d *pb.Direction) []float64 {
+	var w []float64
+	for _, p := range d.Paths {
+		w = append(w, p.Weight)
+	}
+	return w
+}
+
+func TestControllerConvergesAndReacts(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	lab := labnet.New(t, bin, a2, labnet.Options{Weights: []float64{1, 1, 1}, Telemetry: true})
+	stop := lab.StartController("auto", nil)
+	defer stop()
+	ctl, conn, err := control.Dial(lab.CtlSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ag, aconn, err := agent.Dial(lab.Sock1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aconn.Close()
+
+	lab.H2.Start("iperf3", "-s", "-1")
+	time.Sleep(300 * time.Millisecond)
+	iperf, iperfOut := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", "22", "-C", "cubic", "-i", "2")
+	start := time.Now()
+
+	// Starting from equal weights, the weights reach the capacity ratio 5:2:7 ±10 %.
+	var converged time.Duration
+	for time.Since(start) < 6*time.Second {
+		if d := forward(t, ctl); within(weights(d), []float64{5, 2, 7}, 0.10) {
+			converged = time.Since(start)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d := forward(t, ctl)
+	t.Logf("converged after %v: weights %.3f, %s", converged, weights(d), d.Reason)
+	if converged == 0 || converged > 3*time.Second {
+		t.Errorf("weights %.3f did not reach 5:2:7 ±10%% within 3 s (took %v)", weights(d), converged)
+	}
+
+	// Raising path b's delay by 50 ms is answered within 1 s: the delay edpf is given
+	// for b rises by most of it.
+	time.Sleep(5 * time.Second)
+	before := forward(t, ctl).Paths[1].DelayParamUs
+	lab.SetLink(2, true, "--delay", "60ms")
+	changed := time.Now()
+	var answered time.Duration
+	for time.Since(changed) < 3*time.Second {
+		if p := forward(t, ctl).Paths[1].DelayParamUs; p-before >= 40e3 {
+			answered = time.Since(changed)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("delay +50 ms on b answered after %v (edpf delay %.1f -> %.1f ms)", answered, before/1e3, forward(t, ctl).Paths[1].DelayParamUs/1e3)
+	if answered == 0 || answered > time.Second {
+		t.Errorf("the +50 ms on path b was not answered within 1 s (%v)", answered)
+	}
+
+	// A path taken down reaches weight 0 in the datapath within 300 ms, and the flow
+	// goes on.
+	time.Sleep(3 * time.Second)
+	lab.SetLink(3, true, "--down")
+	down := time.Now()
+	var removed time.Duration
+	for time.Since(down) < 2*time.Second {
+		l, err := ag.ListTunnels(context.Background(), &pb.Empty{})
+		if err == nil && !l.Tunnels[0].Paths[2].Up {
+			removed = time.Since(down)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("path c down: out of the datapath after %v", removed)
+	if removed == 0 || removed > 300*time.Millisecond {
+		t.Errorf("path c went down but kept its weight for %v (limit 300 ms)", removed)
+	}
+	if err := iperf.Wait(); err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, iperfOut())
+	}
+	out := iperfOut()
+	if !strings.Contains(out, "receiver") {
+		t.Fatalf("the flow did not finish:\n%s", out)
+	}
+	t.Logf("iperf3:\n%s", out)
+}

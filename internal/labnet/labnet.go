@@ -1,0 +1,281 @@
+// Package labnet builds the parallel lab in network namespaces for Go tests and
+// benchmarks, from the real binary: two hosts with one interface per path, one embedded
+// switch per path emulating the path's link in both directions, an agent in each host,
+// a striped tunnel between them, and optionally the controller and an "ideal" link.
+//
+//	h1 (10.99.0.1 on plait0)                                         h2 (10.99.0.2)
+//	  eth1 10.0.1.1 ── s1-1 [switch s1, rate/delay of path 1] s1-2 ── eth1 10.0.1.2
+//	  eth2 10.0.2.1 ── s2-1 [switch s2]                       s2-2 ── eth2 10.0.2.2
+//	  ...
+//	  eth0 10.0.0.1 ── s0-1 [switch s0: Σ rate, min delay]    s0-2 ── eth0 10.0.0.2   (ideal)
+//
+// All switches and the controller live in one namespace ("net", where Mininet keeps its
+// switches) so that P4Runtime runs over its loopback; agents talk over Unix sockets.
+package labnet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller/control"
+	"github.com/plait/plait/internal/nstest"
+)
+
+// Path is one emulated path, both directions alike.
+type Path struct {
+	Name  string
+	Rate  string // e.g. 5mbit
+	Delay string // one-way, e.g. 100ms
+	Queue int    // packets; 0: the switch's default
+}
+
+// Lab is a running parallel lab.
+type Lab struct {
+	t         testing.TB
+	Bin       string
+	Dir       string
+	H1, H2    *nstest.NS
+	Net       *nstest.NS
+	Paths     []Path
+	Ideal     bool
+	Sock1     string
+	Sock2     string
+	CtlSock   string
+	Telemetry bool
+}
+
+// Options of a lab.
+type Options struct {
+	Ideal     bool // add the single link with the paths' summed rate and smallest delay
+	Telemetry bool // tunnels carry a telemetry block the switches stamp
+	Weights   []float64
+}
+
+// Binary builds the plait binary once into dir and returns its path.
+func Binary(dir string) (string, error) {
+	bin := filepath.Join(dir, "plait")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/plait/plait/cmd/plait")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build plait: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func grpcPort(i int) int { return 9700 + i }
+
+// New builds the lab and starts switches, agents and the tunnel (wrr with opts.Weights,
+// equal by default). Everything is removed when the test ends.
+func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
+	t.Helper()
+	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry,
+		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
+	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
+	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
+	for i, p := range paths {
+		l.link(i+1, p)
+	}
+	if opts.Ideal {
+		l.link(0, l.idealPath())
+	}
+	for _, h := range []*nstest.NS{l.H1, l.H2} {
+		// Per-namespace sysctls: the flows' congestion control is set per test.
+		h.Run("sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
+	}
+	l.startAgent(l.H1, l.Sock1)
+	l.startAgent(l.H2, l.Sock2)
+	l.tunnel(l.H1, l.Sock1, "1", "2", opts.Weights)
+	l.tunnel(l.H2, l.Sock2, "2", "1", nil)
+	t.Cleanup(func() {
+		for _, ns := range []*nstest.NS{l.H1, l.H2} {
+			if out, err := ns.Try("stat", "-L", "-c", "%i", ns.Path()); err == nil {
+				os.RemoveAll("/sys/fs/bpf/plait/netns-" + strings.TrimSpace(out))
+				os.RemoveAll("/run/plait/netns-" + strings.TrimSpace(out))
+			}
+		}
+	})
+	return l
+}
+
+func (l *Lab) idealPath() Path {
+	var sum float64
+	var minDelay time.Duration = -1
+	queue := 0
+	for _, p := range l.Paths {
+		r, err := parseRate(p.Rate)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		sum += r
+		d, _ := time.ParseDuration(p.Delay)
+		if minDelay < 0 || d < minDelay {
+			minDelay = d
+		}
+		queue += p.Queue
+	}
+	return Path{Name: "ideal", Rate: fmt.Sprintf("%dkbit", int(sum/1000)), Delay: minDelay.String(), Queue: queue}
+}
+
+func parseRate(s string) (float64, error) {
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			var v float64
+			_, err := fmt.Sscanf(strings.TrimSuffix(s, u.suffix), "%g", &v)
+			return v * u.mult, err
+		}
+	}
+	return 0, fmt.Errorf("rate %q has no unit", s)
+}
+
+// link wires path i: h1 eth<i> — switch s<i> — h2 eth<i>, and starts the switch.
+func (l *Lab) link(i int, p Path) {
+	t := l.t
+	sw := fmt.Sprintf("s%d", i)
+	nstest.Veth(t, l.H1, fmt.Sprintf("eth%d", i), l.Net, sw+"-1")
+	nstest.Veth(t, l.Net, sw+"-2", l.H2, fmt.Sprintf("eth%d", i))
+	l.H1.Addr(fmt.Sprintf("eth%d", i), fmt.Sprintf("10.0.%d.1/24", i))
+	l.H2.Addr(fmt.Sprintf("eth%d", i), fmt.Sprintf("10.0.%d.2/24", i))
+	for _, x := range []struct {
+		ns  *nstest.NS
+		dev string
+	}{{l.H1, fmt.Sprintf("eth%d", i)}, {l.H2, fmt.Sprintf("eth%d", i)}, {l.Net, sw + "-1"}, {l.Net, sw + "-2"}} {
+		x.ns.Offloads(x.dev, false)
+	}
+	link := fmt.Sprintf("rate=%s,delay=%s", p.Rate, p.Delay)
+	if p.Queue > 0 {
+		link += fmt.Sprintf(",queue=%d", p.Queue)
+	}
+	l.Net.Start(l.Bin, "switch", "--name", sw, "--grpc", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)),
+		"--port", "1="+sw+"-1", "--port", "2="+sw+"-2", "--link", "1:"+link, "--link", "2:"+link)
+	waitFor(t, 5*time.Second, "switch "+sw, func() bool {
+		_, err := l.Net.Try(l.Bin, "link", "show", "--switch", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)))
+		return err == nil
+	})
+}
+
+func (l *Lab) startAgent(ns *nstest.NS, sock string) {
+	ns.Start(l.Bin, "agent", "--socket", sock, "--sample-interval", "25ms")
+	waitFor(l.t, 10*time.Second, "agent "+sock, func() bool { _, err := os.Stat(sock); return err == nil })
+}
+
+func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float64) {
+	args := []string{"--agent", sock, "tunnel", "add", "--id", "1", "--device", "plait0", "--address", "10.99.0." + local + "/24"}
+	for i, p := range l.Paths {
+		args = append(args, "--path", fmt.Sprintf("name=%s,dev=eth%d,remote=10.0.%d.%s", p.Name, i+1, i+1, remote))
+	}
+	if weights != nil {
+		ws := make([]string, len(weights))
+		for i, w := range weights {
+			ws[i] = fmt.Sprint(w)
+		}
+		args = append(args, "--mode", "wrr", "--weights", strings.Join(ws, ","))
+	}
+	if l.Telemetry {
+		args = append(args, "--telemetry")
+	}
+	ns.Run(l.Bin, args...)
+}
+
+// Network writes the controller's network file for the lab; mode is the tunnel's.
+func (l *Lab) Network(mode string, weights []float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "interval: 100ms\nagents:\n  h1: %s\n  h2: %s\nswitches:\n", l.Sock1, l.Sock2)
+	first := 1
+	if l.Ideal {
+		first = 0
+	}
+	for i := first; i <= len(l.Paths); i++ {
+		fmt.Fprintf(&b, "  s%d:\n    address: 127.0.0.1:%d\n    forward: {1: 2, 2: 1}\n", i, grpcPort(i))
+	}
+	fmt.Fprintf(&b, "tunnels:\n  - id: 1\n    hosts: [h1, h2]\n    mode: %s\n", mode)
+	if weights != nil {
+		fmt.Fprintf(&b, "    weights: %v\n", strings.ReplaceAll(fmt.Sprint(weights), " ", ", "))
+	}
+	path := filepath.Join(l.Dir, "network-"+mode+".yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	return path
+}
+
+// StartController runs the controller (in the switches' namespace) and returns a
+// function that stops it.
+func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
+	cmd, out := l.Net.Start(l.Bin, "controller", "--network", l.Network(mode, weights), "--listen", l.CtlSock, "--metrics", "")
+	var last *pb.StatusResponse
+	if !poll(15*time.Second, func() bool {
+		c, conn, err := control.Dial(l.CtlSock)
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if last, err = c.Status(ctx, &pb.StatusRequest{}); err != nil {
+			return false
+		}
+		primary := 0
+		for _, s := range last.Switches {
+			if s.Primary {
+				primary++
+			}
+		}
+		return primary == len(last.Switches)
+	}) {
+		l.t.Fatalf("controller did not program the switches within 15 s\nstatus: %v\nlog:\n%s", last, out())
+	}
+	return func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			l.t.Errorf("controller did not stop on SIGINT:\n%s", out())
+		}
+	}
+}
+
+// Plait runs the plait CLI in the switches' namespace against the controller.
+func (l *Lab) Plait(args ...string) string {
+	return l.Net.Run(l.Bin, append([]string{"--controller", l.CtlSock}, args...)...)
+}
+
+// SetLink changes path i's link (1-based) in the direction towards h2, or both.
+func (l *Lab) SetLink(i int, both bool, args ...string) {
+	ports := []string{"2"}
+	if both {
+		ports = append(ports, "1")
+	}
+	for _, port := range ports {
+		l.Net.Run(l.Bin, append([]string{"link", "set", "--switch", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)), "--port", port}, args...)...)
+	}
+}
+
+func waitFor(t testing.TB, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	if !poll(d, ok) {
+		t.Fatalf("%s did not come up within %v", what, d)
+	}
+}
+
+func poll(d time.Duration, ok func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
