@@ -29,6 +29,7 @@ import topos
 
 RUNDIR = "/run/plait/lab"
 STATE = os.path.join(RUNDIR, "state.json")
+ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 
 
 def say(msg):
@@ -76,14 +77,15 @@ def check_prerequisites(plan):
             )
 
 
-def pid_alive(pid):
+def proc_start(pid):
+    """Returns a process's start time (clock ticks since boot), or None when it is gone
+    (or a zombie)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if fields[0] in "ZX" else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def clean_state(quiet=False):
@@ -94,21 +96,27 @@ def clean_state(quiet=False):
     except (OSError, ValueError):
         st = None
     if st:
-        if st.get("pid") != os.getpid() and pid_alive(st.get("pid", 0)):
+        pid = st.get("pid", 0)
+        if pid != os.getpid() and proc_start(pid) == st.get("start"):
             raise LabError(
                 "another lab is running (pid %d); stop it first or wait for it"
                 % st["pid"]
             )
-        for pid in st.get("pids", []):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        for pid, started in st.get("pids", []):
+            # Only the very process recorded: a pid may have been reused since.
+            if proc_start(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         for ifname in st.get("intfs", []):
             subprocess.run(["ip", "link", "del", ifname], capture_output=True)
         for ino in st.get("inodes", []):
             shutil.rmtree("/sys/fs/bpf/plait/netns-%d" % ino, ignore_errors=True)
             shutil.rmtree("/run/plait/netns-%d" % ino, ignore_errors=True)
+        if st.get("allowed_cc"):
+            with open(ALLOWED_CC, "w") as f:
+                f.write(" ".join(st["allowed_cc"]))
         if not quiet:
             say("cleaned up lab of pid %s" % st.get("pid"))
     for name in os.listdir(RUNDIR) if os.path.isdir(RUNDIR) else []:
@@ -184,13 +192,13 @@ class Lab:
         """A namespace other than the first may only make a congestion control its
         default when the first namespace allows it (tcp_allowed_congestion_control);
         the lab adds it for its lifetime and restores the list on stop."""
-        path = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
-        with open(path) as f:
+        with open(ALLOWED_CC) as f:
             allowed = f.read().split()
         if cc not in allowed:
-            with open(path, "w") as f:
-                f.write(" ".join(allowed + [cc]))
             self.allowed_cc = allowed
+            self.record()  # first, so that a killed lab's clean-up restores the list
+            with open(ALLOWED_CC, "w") as f:
+                f.write(" ".join(allowed + [cc]))
 
     def pick_switch(self):
         want = self.sc["switch"]
@@ -209,7 +217,10 @@ class Lab:
 
     def record(self):
         """Writes what clean_state needs to undo this lab if this process dies."""
-        st = {"pid": os.getpid(), "pids": [], "intfs": [], "inodes": []}
+        st = {"pid": os.getpid(), "start": proc_start(os.getpid())}
+        st.update(pids=[], intfs=[], inodes=[])
+        if self.allowed_cc is not None:
+            st["allowed_cc"] = self.allowed_cc
         if self.net is not None:
             for h in self.net.hosts:
                 if h.pid:
@@ -224,6 +235,9 @@ class Lab:
                     st["pids"].append(s.proc.pid)
         for p in self.children + ([self.ctl] if self.ctl else []):
             st["pids"].append(p.pid)
+        st["pids"] = [
+            [p, proc_start(p)] for p in st["pids"] if proc_start(p) is not None
+        ]
         tmp = STATE + ".tmp"
         with open(tmp, "w") as f:
             json.dump(st, f)
@@ -252,7 +266,8 @@ class Lab:
                 say("lab: stopping Mininet: %s" % e)
             self.net = None
         self.save_logs()
-        clean_state(quiet=True)
+        clean_state(quiet=True)  # also restores tcp_allowed_congestion_control
+        self.allowed_cc = None
 
     def spawn(self, proc):
         self.children.append(proc)
@@ -495,6 +510,7 @@ def main(argv=None):
 
 def up(lab):
     from mininet.cli import CLI
+    from mininet.log import setLogLevel
 
     lab.start_controller(
         "auto" if "auto" in lab.sc["compare"] else lab.sc["compare"][0]
@@ -503,10 +519,13 @@ def up(lab):
     say(
         "== lab up: h1 and h2, agents at %s and %s; controller socket %s/controller.sock\n"
         "   try: h1 ping -c3 10.99.0.2   |   h1 iperf3 -c 10.99.0.2 -t 5 (after h2 iperf3 -s -D)\n"
-        "   operator verbs: plait --agent %s stats   |   exit or Ctrl-D to stop the lab"
-        % (lab.h1.socket, lab.h2.socket, RUNDIR, lab.h1.socket)
+        "   operator verbs: plait --agent %s stats   |   plait --controller %s/controller.sock paths\n"
+        "   exit or Ctrl-D stops the lab and cleans up"
+        % (lab.h1.socket, lab.h2.socket, RUNDIR, lab.h1.socket, RUNDIR)
     )
+    setLogLevel("output")  # the CLI prints its commands' output at this level
     CLI(lab.net)
+    setLogLevel("error")
     return 0
 
 
