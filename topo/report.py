@@ -281,17 +281,20 @@ def plot_reorder(plt, out, summary):
             va="center",
             transform=ax.transAxes,
         )
-    nb = max((len(c["reorder"]["extent_hist"]) for c in cs), default=0)
+    full = max((len(c["reorder"]["extent_hist"]) for c in cs), default=0)
+    # Buckets up to the last one used (and one more), so the bars stay readable.
+    used = [i for c in cs for i, v in enumerate(c["reorder"]["extent_hist"]) if v > 0]
+    nb = min(full, max(used, default=0) + 2)
     width = 0.8 / max(len(cs), 1)
     for j, c in enumerate(cs):
-        h = c["reorder"]["extent_hist"]
+        h = c["reorder"]["extent_hist"][:nb]
         ax.bar(
             [i + j * width for i in range(len(h))], h, width=width, label=c["config"]
         )
     if nb:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(nb)])
         ax.set_xticklabels(
-            ["%d" % (1 << i) + ("+" if i == nb - 1 else "") for i in range(nb)],
+            ["%d" % (1 << i) + ("+" if i == full - 1 else "") for i in range(nb)],
             fontsize=7,
         )
         if any(v > 0 for c in cs for v in c["reorder"]["extent_hist"]):
