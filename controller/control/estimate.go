@@ -241,6 +241,14 @@ func (e *pathEstimator) deliveredRate() (float64, bool) {
 	return float64(b.bytes-a.bytes) * 8 / dt.Seconds(), true
 }
 
+// lastRate is the path's delivery rate over its latest report.
+func (e *pathEstimator) lastRate() float64 {
+	if !e.hasPrev {
+		return 0
+	}
+	return e.prev.RxBps
+}
+
 // raise lifts the capacity estimate of a path the split under-feeds.
 func (e *pathEstimator) raise(f float64) {
 	if e.est.CapacityKnown {

@@ -109,21 +109,23 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 		t.Errorf("weights %.3f did not reach 5:2:7 ±10%% within 3 s (took %v)", weights(d), converged)
 	}
 
-	// Raising path b's delay by 50 ms is answered within 1 s: the delay edpf is given
-	// for b rises by most of it.
+	// Raising path b's delay by 50 ms is answered within 1 s: the controller's estimate of
+	// b's delay, which the model's choice of paths and weights reads in the same interval,
+	// rises by most of it.
 	time.Sleep(5 * time.Second)
-	before := forward(t, ctl).Paths[1].DelayParamUs
+	before := forward(t, ctl).Paths[1].OwdUs
 	lab.SetLink(2, true, "--delay", "60ms")
 	changed := time.Now()
 	var answered time.Duration
 	for time.Since(changed) < 3*time.Second {
-		if p := forward(t, ctl).Paths[1].DelayParamUs; p-before >= 40e3 {
+		if p := forward(t, ctl).Paths[1].OwdUs; p-before >= 40e3 {
 			answered = time.Since(changed)
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("delay +50 ms on b answered after %v (edpf delay %.1f -> %.1f ms)", answered, before/1e3, forward(t, ctl).Paths[1].DelayParamUs/1e3)
+	d = forward(t, ctl)
+	t.Logf("delay +50 ms on b answered after %v (estimate %.1f -> %.1f ms; %s)", answered, before/1e3, d.Paths[1].OwdUs/1e3, d.Reason)
 	if answered == 0 || answered > time.Second {
 		t.Errorf("the +50 ms on path b was not answered within 1 s (%v)", answered)
 	}

@@ -1,0 +1,173 @@
+package control
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1000, 0)
+
+// series feeds an estimator reports every 50 ms from a synthetic path and returns the
+// estimates.
+type synth struct {
+	rate     float64 // capacity, bit/s
+	base     float64 // µs
+	offered  func(t time.Duration) float64
+	lossProb float64
+	rng      *rand.Rand
+
+	queue   float64 // bytes waiting
+	rxBytes uint64
+	rxPkts  uint64
+	lost    uint64
+}
+
+const step = 50 * time.Millisecond
+
+// next advances the path by one report and returns what an agent would report. Packets
+// are 1514 bytes; the queue drains at the path's rate.
+func (s *synth) next(at time.Duration, telemetry bool) Observation {
+	dt := step.Seconds()
+	in := s.offered(at) * dt / 8
+	out := math.Min(s.queue+in, s.rate*dt/8)
+	s.queue += in - out
+	pkts := uint64(out / 1514)
+	var lost uint64
+	for range pkts {
+		if s.rng.Float64() < s.lossProb {
+			lost++
+		}
+	}
+	s.rxPkts += pkts - lost
+	s.lost += lost
+	s.rxBytes += uint64(out)
+	queueUs := s.queue * 8 / s.rate * 1e6
+	o := Observation{
+		At: t0.Add(at), Interval: step, RxBps: out * 8 / dt, RxBytes: s.rxBytes, RxPackets: s.rxPkts, Lost: s.lost,
+		OwdMin: s.base + queueUs*0.9, OwdMean: s.base + queueUs, Queue: math.NaN(), RxAge: 5 * time.Millisecond,
+	}
+	if telemetry {
+		o.Queue = queueUs
+	}
+	if pkts == 0 {
+		o.OwdMin, o.OwdMean = s.base, s.base // probes only
+	}
+	return o
+}
+
+func run(e *pathEstimator, s *synth, from, to time.Duration, telemetry bool) Estimate {
+	var est Estimate
+	for at := from; at < to; at += step {
+		est = e.update(s.next(at, telemetry))
+	}
+	return est
+}
+
+func TestCapacityFromBusyStretch(t *testing.T) {
+	// Offered 12 Mbit/s into a 7 Mbit/s path: it queues, and delivers exactly 7.
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 12e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	est := run(e, s, 0, 2*time.Second, true)
+	if !est.CapacityKnown || math.Abs(est.Capacity-7e6) > 0.02*7e6 {
+		t.Fatalf("capacity %.0f known=%v, want 7 Mbit/s ±2%%", est.Capacity, est.CapacityKnown)
+	}
+	if !est.Busy || math.Abs(est.Base-50e3) > 100 {
+		t.Fatalf("busy=%v base=%.0f µs, want busy and 50 ms", est.Busy, est.Base)
+	}
+}
+
+// A path that is never pushed to its capacity says nothing about it: delivering 1 Mbit/s
+// on a 7 Mbit/s path must not become a capacity of 1 Mbit/s.
+func TestPartialLoadIsNotCapacity(t *testing.T) {
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 1e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	if est := run(e, s, 0, 3*time.Second, true); est.CapacityKnown {
+		t.Fatalf("capacity %.0f believed from a lightly loaded path", est.Capacity)
+	}
+	// Packet pairs (a probe train) do tell it.
+	o := s.next(3*time.Second, true)
+	o.DispBps, o.DispN = 6.9e6, 4
+	if est := e.update(o); !est.CapacityKnown || math.Abs(est.Capacity-6.9e6) > 1 {
+		t.Fatalf("after packet pairs: capacity %.0f known=%v, want 6.9 Mbit/s", est.Capacity, est.CapacityKnown)
+	}
+	// And a busy stretch overrides pairs.
+	s.offered = func(time.Duration) float64 { return 10e6 }
+	if est := run(e, s, 3*time.Second, 6*time.Second, true); math.Abs(est.Capacity-7e6) > 0.02*7e6 {
+		t.Fatalf("after a busy stretch: capacity %.0f, want 7 Mbit/s", est.Capacity)
+	}
+}
+
+func TestBaseDelayFollowsAStepWithTelemetry(t *testing.T) {
+	s := &synth{rate: 2e6, base: 10e3, offered: func(time.Duration) float64 { return 3e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	run(e, s, 0, 2*time.Second, true)
+	s.base = 60e3
+	var took time.Duration
+	for at := 2 * time.Second; at < 4*time.Second; at += step {
+		if est := e.update(s.next(at, true)); est.Base > 55e3 {
+			took = at - 2*time.Second
+			break
+		}
+	}
+	if took == 0 || took > 500*time.Millisecond {
+		t.Fatalf("base delay step of +50 ms seen after %v, want within 500 ms", took)
+	}
+}
+
+// Without telemetry a standing queue must not be mistaken for a longer path, but a step
+// of the minimum that holds still for a second is one.
+func TestBaseDelayWithoutTelemetry(t *testing.T) {
+	offered := 0.0 // probes see the path before traffic starts
+	s := &synth{rate: 2e6, base: 10e3, offered: func(time.Duration) float64 { return offered }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	run(e, s, 0, 500*time.Millisecond, false)
+	offered = 3e6
+	est := run(e, s, 500*time.Millisecond, 3*time.Second, false)
+	if math.Abs(est.Base-10e3) > 500 {
+		t.Fatalf("with a growing queue the base became %.0f µs, want 10 ms", est.Base)
+	}
+	offered = 0 // idle: probes only
+	run(e, s, 3*time.Second, 4*time.Second, false)
+	s.base = 60e3
+	if est := run(e, s, 4*time.Second, 6*time.Second, false); math.Abs(est.Base-60e3) > 500 {
+		t.Fatalf("after a lasting step to 60 ms the base is %.0f µs", est.Base)
+	}
+}
+
+func TestLossCountsOnlyWithoutAQueue(t *testing.T) {
+	// 2 % random loss on a lightly loaded path is measured...
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 3e6 }, lossProb: 0.02, rng: rand.New(rand.NewPCG(2, 2))}
+	e := newPathEstimator()
+	est := run(e, s, 0, 5*time.Second, true)
+	if !est.LossKnown || math.Abs(est.Loss-0.02) > 0.01 {
+		t.Fatalf("loss %.4f known=%v, want 0.02 ±0.01", est.Loss, est.LossKnown)
+	}
+	// ...and too few packets are not evidence.
+	e2 := newPathEstimator()
+	s2 := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 0.2e6 }, lossProb: 0.5, rng: rand.New(rand.NewPCG(3, 3))}
+	if est := run(e2, s2, 0, time.Second, true); est.LossKnown {
+		t.Fatalf("loss believed from %d packets", s2.rxPkts+s2.lost)
+	}
+}
+
+func TestLiveness(t *testing.T) {
+	e := newPathEstimator()
+	o := Observation{At: t0, RxAge: 20 * time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN()}
+	if !e.update(o).Alive {
+		t.Fatal("a path heard 20 ms ago is not alive")
+	}
+	o.RxAge = DownAfter + time.Millisecond
+	if e.update(o).Alive {
+		t.Fatalf("a path silent for %v is alive", o.RxAge)
+	}
+	o.RxAge = (UpAfter + DownAfter) / 2
+	if e.update(o).Alive {
+		t.Fatal("a dead path came back on one late report (no hysteresis)")
+	}
+	o.RxAge = UpAfter / 2
+	if !e.update(o).Alive {
+		t.Fatal("a path heard again is still dead")
+	}
+}

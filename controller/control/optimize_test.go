@@ -1,0 +1,151 @@
+package control
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller/model"
+)
+
+// known returns estimators that have measured paths of these capacities and base delays,
+// with the direction delivering load in total.
+func known(caps, delays []float64, load float64) []*pathEstimator {
+	ests := make([]*pathEstimator, len(caps))
+	var sum float64
+	for _, c := range caps {
+		sum += c
+	}
+	for i := range caps {
+		e := newPathEstimator()
+		e.est.Capacity, e.est.CapacityKnown, e.busyKnown = caps[i], true, true
+		e.est.Base, e.est.Owd = delays[i], delays[i]
+		e.prev, e.hasPrev = Observation{RxBps: load * caps[i] / sum}, true
+		ests[i] = e
+	}
+	return ests
+}
+
+func decideN(o *optimizer, ests []*pathEstimator, n int, tcp model.TCP) target {
+	var t target
+	for i := 0; i < n; i++ {
+		t = o.decide(t0.Add(time.Duration(i)*100*time.Millisecond), ests, "auto", nil, tcp)
+	}
+	return t
+}
+
+func TestOptimizerWeights(t *testing.T) {
+	cases := []struct {
+		name   string
+		caps   []float64
+		delays []float64
+		want   []float64
+	}{
+		{"equal paths", []float64{10e6, 10e6, 10e6}, []float64{20e3, 20e3, 20e3}, []float64{1, 1, 1}},
+		{"5:2:7 at equal delays", []float64{5e6, 2e6, 7e6}, []float64{50e3, 50e3, 50e3}, []float64{5, 2, 7}},
+		{"A2", []float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, []float64{5, 2, 7}},
+	}
+	for _, c := range cases {
+		var total float64
+		for _, v := range c.caps {
+			total += v
+		}
+		ests := known(c.caps, c.delays, total)
+		o := newOptimizer(len(c.caps), t0)
+		got := decideN(o, ests, 10, model.TCP{}).shares()
+		var wsum float64
+		for _, w := range c.want {
+			wsum += w
+		}
+		for i := range got {
+			if want := c.want[i] / wsum; math.Abs(got[i]-want) > 0.05*want {
+				t.Errorf("%s: weights %.3f, want %.3f ±5%%", c.name, got, c.want)
+				break
+			}
+		}
+	}
+}
+
+// A path 90 ms slower than the others is left out (or down-weighted) exactly when the
+// model predicts the flow gains from it: with a window too small to cover its round trip
+// it only adds reordering; with a large window it adds capacity.
+func TestOptimizerDropsSlowPathWhenTheModelGains(t *testing.T) {
+	caps, delays := []float64{10e6, 10e6, 4e6}, []float64{10e3, 10e3, 100e3}
+	for _, window := range []int{64 << 10, 256 << 10, 4 << 20} {
+		tcp := model.TCP{Window: window}
+		ests := known(caps, delays, 24e6)
+		o := newOptimizer(3, t0)
+		got := decideN(o, ests, 5, tcp).shares()
+
+		ps := modelPaths(ests)
+		all, err := model.Predict(ps, model.Split{Mode: model.WRR}, tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		without, err := model.Predict(ps, model.Split{Mode: model.WRR, Weights: []float64{10e6, 10e6, 0}}, tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		best, err := model.BestSubset(ps, model.WRR, tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slowShare := caps[2] / (caps[0] + caps[1] + caps[2])
+		kept := got[2] >= slowShare*0.95
+		gainWithout := without.Goodput > all.Goodput
+		t.Logf("window %d KiB: model %.2f Mbit/s with the slow path, %.2f without; best %v %.2f; weights %.3f",
+			window>>10, all.Goodput/1e6, without.Goodput/1e6, best.Paths, best.Prediction.Goodput/1e6, got)
+		if gainWithout && kept {
+			t.Errorf("window %d KiB: the model gains without the slow path but it kept its full weight %.3f", window>>10, got[2])
+		}
+		if !gainWithout && best.Prediction.Goodput <= all.Goodput*(1+1e-9) && !kept {
+			t.Errorf("window %d KiB: the model gains nothing by dropping the slow path, yet its weight is %.3f", window>>10, got[2])
+		}
+	}
+}
+
+// Light load takes the earliest-arriving path; bulk load stripes by capacity, and only a
+// light spell that lasts brings light-load scheduling back.
+func TestOptimizerModeFollowsLoad(t *testing.T) {
+	ests := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 0.2e6)
+	o := newOptimizer(3, t0)
+	if m := decideN(o, ests, 5, model.TCP{}).mode; m != pb.Mode_MODE_EDPF {
+		t.Fatalf("light load: mode %v, want edpf", m)
+	}
+	for _, e := range ests {
+		e.prev.RxBps *= 60 // 12 Mbit/s in all
+	}
+	if m := decideN(o, ests, 10, model.TCP{}).mode; m != pb.Mode_MODE_WRR {
+		t.Fatalf("bulk load: mode %v, want wrr", m)
+	}
+	for _, e := range ests {
+		e.prev.RxBps /= 60
+	}
+	now := t0.Add(10 * time.Second)
+	if m := o.decide(now, ests, "auto", nil, model.TCP{}).mode; m != pb.Mode_MODE_WRR {
+		t.Fatalf("a moment of light load switched to %v", m)
+	}
+	var m pb.Mode
+	for i := 1; i <= 40; i++ {
+		m = o.decide(now.Add(time.Duration(i)*100*time.Millisecond), ests, "auto", nil, model.TCP{}).mode
+	}
+	if m != pb.Mode_MODE_EDPF {
+		t.Fatalf("after 4 s of light load: mode %v, want edpf", m)
+	}
+}
+
+func TestOptimizerOverrides(t *testing.T) {
+	ests := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
+	o := newOptimizer(3, t0)
+	if tg := o.decide(t0, ests, "wrr", []float64{1, 2, 3}, model.TCP{}); tg.mode != pb.Mode_MODE_WRR || tg.weights[2] != 3 {
+		t.Fatalf("manual weights: %+v", tg)
+	}
+	if tg := o.decide(t0, ests, "rr", nil, model.TCP{}); tg.mode != pb.Mode_MODE_RR {
+		t.Fatalf("manual rr: %+v", tg)
+	}
+	ests[1].est.Alive = false
+	if tg := o.decide(t0, ests, "wrr", []float64{1, 2, 3}, model.TCP{}); tg.up[1] || tg.shares()[1] != 0 {
+		t.Fatalf("a dead path keeps weight under manual control: %+v", tg)
+	}
+}
