@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -241,6 +243,9 @@ func (a *Agent) freeSlot() (uint32, error) {
 // apply brings the kernel in line with t: device, attachments, then the maps the programs
 // read, the sender's configuration last so that it never points at a path not yet ready.
 func (a *Agent) apply(t *tunnel, fresh bool) error {
+	if t.cfg.ReceiveOnly {
+		return a.applyReceiveOnly(t, fresh)
+	}
 	dev, err := ensureTunnelDevice(t.cfg.Device, t.addr, t.remote, t.mtu)
 	if err != nil {
 		return status.Errorf(codes.FailedPrecondition, "%v", err)
@@ -269,6 +274,37 @@ func (a *Agent) apply(t *tunnel, fresh bool) error {
 	}
 	if err := a.dp.AttachSender(dev.Attrs().Index, t.slot); err != nil {
 		return status.Errorf(codes.FailedPrecondition, "tunnel device %s: %v", t.cfg.Device, err)
+	}
+	return nil
+}
+
+// applyReceiveOnly makes the host measure and untag a split switch's packets on its
+// interface, which carries the tunnel address.
+func (a *Agent) applyReceiveOnly(t *tunnel, fresh bool) error {
+	l, err := linkByName(t.cfg.Device)
+	if err != nil {
+		return status.Errorf(codes.FailedPrecondition, "%v", err)
+	}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: t.addr.Addr().AsSlice(), Mask: net.CIDRMask(t.addr.Bits(), 32)}}
+	if err := netlink.AddrReplace(l, addr); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "add %s to %s: %v", t.addr, t.cfg.Device, err)
+	}
+	if err := looseRPFilter(t.cfg.Device); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "%v", err)
+	}
+	if err := a.dp.AttachReceiver(t.rxIfindex); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", t.cfg.Device, err)
+	}
+	if fresh {
+		if err := a.dp.ResetReceiver(t.slot); err != nil {
+			return status.Errorf(codes.Internal, "%v", err)
+		}
+	}
+	if err := a.dp.SetReceivePorts(a.ports(t)); err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
+	}
+	if err := a.dp.SetReceiver(uint16(t.cfg.Id), t.slot, 0); err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
 	}
 	return nil
 }
@@ -303,6 +339,9 @@ func (a *Agent) detachUnused() {
 		for _, p := range t.paths {
 			inUse[p.ifindex] = true
 		}
+		if t.rxIfindex != 0 {
+			inUse[t.rxIfindex] = true
+		}
 	}
 	for _, ifindex := range a.savedReceivers() {
 		if !inUse[ifindex] {
@@ -323,7 +362,7 @@ func (a *Agent) RemoveTunnel(_ context.Context, ref *pb.TunnelRef) (*pb.Empty, e
 		return nil, err
 	}
 	errs := []error{a.dp.RemoveSender(t.slot), a.dp.RemoveReceiver(uint16(t.cfg.Id))}
-	if l, err := linkByName(t.cfg.Device); err == nil {
+	if l, err := linkByName(t.cfg.Device); err == nil && !t.cfg.ReceiveOnly {
 		errs = append(errs, a.dp.Detach(datapath.HookSender, l.Attrs().Index))
 	}
 	delete(a.tunnels, ref.Id)
@@ -378,6 +417,9 @@ func (a *Agent) update(id uint32, f func(t *tunnel) error) (*pb.Tunnel, error) {
 	t, err := a.tunnel(id)
 	if err != nil {
 		return nil, err
+	}
+	if t.cfg.ReceiveOnly {
+		return nil, status.Errorf(codes.FailedPrecondition, "tunnel %d is receive-only: its split is the switch's, set through the controller", t.cfg.Id)
 	}
 	next := t.clone()
 	if err := f(next); err != nil {

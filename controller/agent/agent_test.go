@@ -295,3 +295,32 @@ func TestRestartKeepsStateAndTraffic(t *testing.T) {
 		t.Fatalf("iperf3 across the restart: %v\n%s", err, out())
 	}
 }
+
+// A receive-only tunnel measures and untags what arrives on an existing interface and
+// sends nothing: here h1 stripes into it over one path, and h2 answers unencapsulated.
+func TestReceiveOnlyTunnel(t *testing.T) {
+	p := newPair(t, 1)
+	ctx := context.Background()
+	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tunnelConfig("1", "2", 1)) }); err != nil {
+		t.Fatal(err)
+	}
+	rx := &pb.TunnelConfig{Id: 7, Device: "eth1", Address: "10.99.0.2/24", ReceiveOnly: true}
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, rx) }); err != nil {
+		t.Fatal(err)
+	}
+	bad := &pb.TunnelConfig{Id: 8, Device: "eth1", Address: "10.98.0.2/24", ReceiveOnly: true,
+		Paths: []*pb.PathConfig{{Interface: "eth1", RemoteAddr: "10.0.1.1"}}}
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, bad) }); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("receive-only tunnel with paths: %v, want InvalidArgument", err)
+	}
+	p.h1.Run("ping", "-c", "20", "-i", "0.02", "-W", "2", "10.99.0.2")
+	st := stats(t, p.h2, p.a2, 5*time.Second)
+	if len(st.Paths) != 1 || st.Paths[0].RxPackets < 20 || st.Paths[0].TxPackets != 0 {
+		t.Fatalf("receive-only tunnel stats: %v", st.Paths)
+	}
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) {
+		return p.a2.SetWeights(ctx, &pb.SetWeightsRequest{TunnelId: 7, Weights: []float64{1}})
+	}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("weights on a receive-only tunnel: %v, want FailedPrecondition", err)
+	}
+}

@@ -147,10 +147,14 @@ func (s *sampler) stats(t *tunnel, window time.Duration) *pb.TunnelStats {
 	out.IntervalS = dt
 	now := monoNow()
 	var lost uint64
-	for i, p := range t.paths {
+	for i := range t.statPaths(&last.rx) {
+		name, up := fmt.Sprintf("path%d", i), true
+		if i < len(t.paths) {
+			name, up = t.paths[i].cfg.Name, t.paths[i].up
+		}
 		lr, fr := &last.rx.Paths[i], &f.rx.Paths[i]
 		ps := &pb.PathStats{
-			Index: uint32(i), Name: p.cfg.Name, Up: p.up,
+			Index: uint32(i), Name: name, Up: up,
 			TxPackets: last.tx.Packets[i], TxBytes: last.tx.Bytes[i],
 			RxPackets: lr.Packets, RxBytes: lr.Bytes, Lost: lr.Lost(), Late: lr.Late, Probes: lr.Probes, Duplicates: lr.Dups,
 			OwdSmoothedUs: lr.OwdEwmaNs / 1e3, JitterUs: lr.JitterNs / 1e3, Hops: lr.Hops,
@@ -207,6 +211,21 @@ func (s *sampler) stats(t *tunnel, window time.Duration) *pb.TunnelStats {
 		ro.LateTimeMaxUs = max(ro.LateTimeMaxUs, float64(h.at(j).rx.LateNsMax)/1e3)
 	}
 	return out
+}
+
+// statPaths is how many paths a tunnel reports: its own, or for a receive-only tunnel
+// every path id up to the highest the receiver has seen.
+func (t *tunnel) statPaths(rx *datapath.RxTunnel) int {
+	if !t.cfg.ReceiveOnly {
+		return len(t.paths)
+	}
+	n := 0
+	for i, p := range rx.Paths {
+		if p.Started || p.Probes > 0 {
+			n = i + 1
+		}
+	}
+	return n
 }
 
 func nanMin(a, b float64) float64 {

@@ -25,6 +25,8 @@ type tunnel struct {
 	mtu    int
 	paths  []*path
 	gen    uint64
+	// rxIfindex is the interface a receive-only tunnel listens on (0 otherwise).
+	rxIfindex int
 }
 
 type path struct {
@@ -74,6 +76,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	}
 	if cfg.Port > 0xffff {
 		return nil, invalid("port %d out of range", cfg.Port)
+	}
+	if cfg.ReceiveOnly {
+		return resolveReceiveOnly(cfg, addr)
 	}
 	if cfg.Mode == pb.Mode_MODE_UNSPECIFIED {
 		cfg.Mode = pb.Mode_MODE_WRR
@@ -129,6 +134,20 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		return nil, invalid("the smallest path MTU leaves %d bytes inside the tunnel, below IPv4's 576: raise the path MTUs", t.mtu)
 	}
 	return t, nil
+}
+
+// resolveReceiveOnly checks a tunnel whose packets a split switch encapsulates: the
+// agent only listens on an existing interface.
+func resolveReceiveOnly(cfg *pb.TunnelConfig, addr netip.Prefix) (*tunnel, error) {
+	if len(cfg.Paths) > 0 || len(cfg.Weights) > 0 {
+		return nil, invalid("tunnel %d is receive-only: it takes no paths or weights (the split switch has them)", cfg.Id)
+	}
+	l, err := linkByName(cfg.Device)
+	if err != nil {
+		return nil, invalid("receive-only tunnel %d: %v", cfg.Id, err)
+	}
+	cfg.Mode, cfg.RemotePrefix = pb.Mode_MODE_UNSPECIFIED, ""
+	return &tunnel{cfg: cfg, addr: addr, mtu: l.Attrs().MTU, rxIfindex: l.Attrs().Index}, nil
 }
 
 func resolvePath(i int, pc *pb.PathConfig, resolveTimeout time.Duration) (*path, error) {

@@ -33,6 +33,9 @@ func newTunnelAddCmd() *cobra.Command {
     --mode wrr --weights 2,1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(paths) == 0 && !cfg.ReceiveOnly {
+				return usagef(cmd, "give at least one --path (or --receive-only)")
+			}
 			for _, s := range paths {
 				p, err := parsePath(s)
 				if err != nil {
@@ -73,7 +76,8 @@ func newTunnelAddCmd() *cobra.Command {
 	f.StringVar(&mode, "mode", "", "scheduler: rr, wrr or edpf (default wrr)")
 	f.StringSliceVar(&weights, "weights", nil, "wrr weights, one per path (default equal)")
 	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
-	for _, name := range []string{"id", "device", "address", "path"} {
+	f.BoolVar(&cfg.ReceiveOnly, "receive-only", false, "only measure and untag on --device (an existing interface): a split switch encapsulates")
+	for _, name := range []string{"id", "device", "address"} {
 		cmd.MarkFlagRequired(name)
 	}
 	return cmd

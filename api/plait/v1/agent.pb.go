@@ -189,16 +189,20 @@ func (x *PathConfig) GetNextHop() string {
 }
 
 type TunnelConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`                                        // tunnel_id on the wire, 1..65535, the same on both ends
-	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`                                 // tunnel device; created as a veth pair when it does not exist
-	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`                               // local tunnel address with prefix, e.g. 10.99.0.1/24
-	RemotePrefix  string                 `protobuf:"bytes,4,opt,name=remote_prefix,json=remotePrefix,proto3" json:"remote_prefix,omitempty"` // inner destinations sent through the tunnel; default: address's prefix
-	Port          uint32                 `protobuf:"varint,5,opt,name=port,proto3" json:"port,omitempty"`                                    // UDP port; default 7733
-	Paths         []*PathConfig          `protobuf:"bytes,6,rep,name=paths,proto3" json:"paths,omitempty"`
-	Mode          Mode                   `protobuf:"varint,7,opt,name=mode,proto3,enum=plait.v1.Mode" json:"mode,omitempty"` // default MODE_WRR
-	Weights       []float64              `protobuf:"fixed64,8,rep,packed,name=weights,proto3" json:"weights,omitempty"`      // one per path, >= 0, not all 0; default: equal
-	Telemetry     bool                   `protobuf:"varint,9,opt,name=telemetry,proto3" json:"telemetry,omitempty"`          // carry a block P4 switches stamp (costs 8 bytes a packet)
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`                                        // tunnel_id on the wire, 1..65535, the same on both ends
+	Device       string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`                                 // tunnel device; created as a veth pair when it does not exist
+	Address      string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`                               // local tunnel address with prefix, e.g. 10.99.0.1/24
+	RemotePrefix string                 `protobuf:"bytes,4,opt,name=remote_prefix,json=remotePrefix,proto3" json:"remote_prefix,omitempty"` // inner destinations sent through the tunnel; default: address's prefix
+	Port         uint32                 `protobuf:"varint,5,opt,name=port,proto3" json:"port,omitempty"`                                    // UDP port; default 7733
+	Paths        []*PathConfig          `protobuf:"bytes,6,rep,name=paths,proto3" json:"paths,omitempty"`
+	Mode         Mode                   `protobuf:"varint,7,opt,name=mode,proto3,enum=plait.v1.Mode" json:"mode,omitempty"` // default MODE_WRR
+	Weights      []float64              `protobuf:"fixed64,8,rep,packed,name=weights,proto3" json:"weights,omitempty"`      // one per path, >= 0, not all 0; default: equal
+	Telemetry    bool                   `protobuf:"varint,9,opt,name=telemetry,proto3" json:"telemetry,omitempty"`          // carry a block P4 switches stamp (costs 8 bytes a packet)
+	// Receive only: a split switch encapsulates this host's traffic, so the agent only
+	// measures and untags what arrives on `device` (an existing interface), and sends
+	// nothing itself. No paths are given; the receiver reports the path ids it sees.
+	ReceiveOnly   bool `protobuf:"varint,10,opt,name=receive_only,json=receiveOnly,proto3" json:"receive_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -292,6 +296,13 @@ func (x *TunnelConfig) GetWeights() []float64 {
 func (x *TunnelConfig) GetTelemetry() bool {
 	if x != nil {
 		return x.Telemetry
+	}
+	return false
+}
+
+func (x *TunnelConfig) GetReceiveOnly() bool {
+	if x != nil {
+		return x.ReceiveOnly
 	}
 	return false
 }
@@ -1392,7 +1403,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\x91\x02\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xb4\x02\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -1402,7 +1413,9 @@ const file_agent_proto_rawDesc = "" +
 	"\x05paths\x18\x06 \x03(\v2\x14.plait.v1.PathConfigR\x05paths\x12\"\n" +
 	"\x04mode\x18\a \x01(\x0e2\x0e.plait.v1.ModeR\x04mode\x12\x18\n" +
 	"\aweights\x18\b \x03(\x01R\aweights\x12\x1c\n" +
-	"\ttelemetry\x18\t \x01(\bR\ttelemetry\"D\n" +
+	"\ttelemetry\x18\t \x01(\bR\ttelemetry\x12!\n" +
+	"\freceive_only\x18\n" +
+	" \x01(\bR\vreceiveOnly\"D\n" +
 	"\fPathEstimate\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
 	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\"\x9e\x02\n" +
