@@ -63,6 +63,7 @@ const (
 	// and believed from lossEvidence packets on.
 	lossWindow   = 5 * time.Second
 	lossEvidence = 200
+	outageGrace  = time.Second
 )
 
 type delivery struct {
@@ -90,6 +91,8 @@ type pathEstimator struct {
 	deliv     []delivery // recent cumulative delivery, for busy-stretch capacity
 	busyKnown bool       // capacity measured over a busy stretch at least once
 	losses    []lossCount
+	// aliveSince is when the path last came back from being down.
+	aliveSince time.Time
 }
 
 func newPathEstimator() *pathEstimator {
@@ -103,6 +106,9 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	case o.RxAge < 0 || o.RxAge > DownAfter:
 		est.Alive = false
 	case o.RxAge < UpAfter:
+		if !est.Alive {
+			e.aliveSince = o.At
+		}
 		est.Alive = true
 	}
 
@@ -165,7 +171,11 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		serial = 1514 * 8 / est.Capacity * 1e6
 	}
 	est.Busy = dRx >= 2 && est.Queue > max(minBusyQueueUs, 2*serial)
-	if !est.Busy && dRx+dLost > 0 {
+	// What an outage loses says nothing about the path once it works again: forget it,
+	// and what is lost in the moments after it comes back.
+	if !est.Alive {
+		e.losses = nil
+	} else if !est.Busy && dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace {
 		e.losses = append(e.losses, lossCount{o.At, dRx, dLost})
 	}
 	e.losses = slices.DeleteFunc(e.losses, func(l lossCount) bool { return o.At.Sub(l.at) > lossWindow })

@@ -171,3 +171,22 @@ func TestLiveness(t *testing.T) {
 		t.Fatal("a path heard again is still dead")
 	}
 }
+
+// Packets lost while a path was down are the outage's, not the path's random loss.
+func TestOutageIsNotRandomLoss(t *testing.T) {
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 3e6 }, rng: rand.New(rand.NewPCG(4, 4))}
+	e := newPathEstimator()
+	run(e, s, 0, 2*time.Second, true)
+	// Down for 300 ms: 50 packets vanish; the first report after it counts them lost.
+	o := s.next(2*time.Second, true)
+	o.RxAge = 300 * time.Millisecond
+	e.update(o)
+	s.lost += 50
+	var est Estimate
+	for at := 2100 * time.Millisecond; at < 7*time.Second; at += step {
+		est = e.update(s.next(at, true))
+	}
+	if est.LossKnown && est.Loss > 0.005 {
+		t.Fatalf("after an outage the path's random loss is %.3f", est.Loss)
+	}
+}

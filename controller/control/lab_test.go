@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,4 +157,120 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 		t.Fatalf("the flow did not finish:\n%s", out)
 	}
 	t.Logf("iperf3:\n%s", out)
+}
+
+// A switch or agent that restarts is re-programmed without anyone's help; when the
+// controller stops, the datapath keeps its last split and the flow goes on.
+func TestControllerSurvivesRestarts(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	lab := labnet.New(t, bin, a2, labnet.Options{Telemetry: true})
+	stop := lab.StartController("auto", nil)
+	ctl, conn, err := control.Dial(lab.CtlSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lab.H2.Start("iperf3", "-s", "-1")
+	time.Sleep(300 * time.Millisecond)
+	iperf, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", "16", "-C", "cubic", "-i", "2")
+	time.Sleep(3 * time.Second)
+
+	// Switch s3 restarts with empty tables: the controller programs it again.
+	lab.Restart("s3")
+	var reprogrammed bool
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !reprogrammed; time.Sleep(50 * time.Millisecond) {
+		st, err := ctl.Status(context.Background(), &pb.StatusRequest{})
+		if err == nil {
+			for _, s := range st.Switches {
+				reprogrammed = reprogrammed || (s.Name == "s3" && s.Programmed >= 2 && s.Primary)
+			}
+		}
+	}
+	if !reprogrammed {
+		t.Fatal("switch s3 restarted and was not programmed again within 5 s")
+	}
+	// Agent h1 restarts: it takes the pinned datapath over and the controller steers it again.
+	lab.Restart("h1")
+	time.Sleep(2 * time.Second)
+	st, _ := ctl.Status(context.Background(), &pb.StatusRequest{})
+	for _, a := range st.Agents {
+		if !a.Connected {
+			t.Errorf("agent %s not reconnected after its restart: %s", a.Name, a.LastError)
+		}
+	}
+	if d := forward(t, ctl); !within(weights(d), []float64{5, 2, 7}, 0.15) {
+		t.Errorf("after the restarts the split is %.3f (%s)", weights(d), d.Reason)
+		p, _ := ctl.Paths(context.Background(), &pb.PathsRequest{})
+		var b strings.Builder
+		printDebug(&b, p)
+		t.Log(b.String())
+	}
+	// The controller stops; the flow finishes on the split it left.
+	stop()
+	if err := iperf.Wait(); err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, out())
+	}
+	if !strings.Contains(out(), "receiver") {
+		t.Fatalf("the flow did not survive:\n%s", out())
+	}
+	t.Logf("%s", out())
+}
+
+// Operator mistakes get errors that say what is wrong, and change nothing.
+func TestControllerRefusesBadRequests(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	lab := labnet.New(t, bin, a2[:2], labnet.Options{})
+	stop := lab.StartController("auto", nil)
+	defer stop()
+	ctx := context.Background()
+	ctl, conn, err := control.Dial(lab.CtlSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(time.Second)
+	before := forward(t, ctl)
+	for name, req := range map[string]*pb.ControllerWeightsRequest{
+		"wrong count": {Weights: []float64{1, 2, 3}}, "negative": {Weights: []float64{1, -1}},
+		"all zero": {Weights: []float64{0, 0}}, "unknown tunnel": {TunnelId: 9, Weights: []float64{1, 1}},
+		"unknown host": {From: "h9", Weights: []float64{1, 1}},
+	} {
+		if _, err := ctl.SetWeights(ctx, req); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := ctl.SetMode(ctx, &pb.ControllerModeRequest{Mode: "fastest"}); err == nil {
+		t.Error("unknown mode accepted")
+	}
+	if after := forward(t, ctl); after.Control != before.Control || after.Mode != before.Mode {
+		t.Errorf("refused requests changed the direction: %v -> %v", before, after)
+	}
+	// Through the CLI, the errors name the problem.
+	if out, err := lab.Net.Try(bin, "--controller", lab.CtlSock, "weights", "set", "1", "x"); err == nil || !strings.Contains(err.Error(), `"x" is not a number`) {
+		t.Errorf("plait weights set 1 x: %v %s", err, out)
+	}
+	if _, err := lab.Net.Try(bin, "--controller", lab.CtlSock, "weights", "set", "1", "2", "3"); err == nil || !strings.Contains(err.Error(), "3 weights for 2 paths") {
+		t.Errorf("plait weights set with 3 weights for 2 paths: %v", err)
+	}
+	// An agent that is not there is reported, not fatal.
+	n := filepath.Join(t.TempDir(), "net.yaml")
+	os.WriteFile(n, []byte("agents: {h1: /nonexistent/h1.sock, h2: /nonexistent/h2.sock}\ntunnels: [{id: 1, hosts: [h1, h2]}]\n"), 0o644)
+	cmd, cout := lab.Net.Start(bin, "controller", "--network", n, "--listen", filepath.Join(t.TempDir(), "c.sock"), "--metrics", "")
+	time.Sleep(500 * time.Millisecond)
+	if cmd.ProcessState != nil {
+		t.Fatalf("controller with unreachable agents exited:\n%s", cout())
+	}
+}
+
+func printDebug(w *strings.Builder, p *pb.PathsResponse) {
+	for _, d := range p.Directions {
+		fmt.Fprintf(w, "%s->%s %s %s good=%.2f\n", d.From, d.To, d.Mode, d.Reason, d.GoodputBps/1e6)
+		for _, v := range d.Paths {
+			fmt.Fprintf(w, "  %s up=%v cap=%.2f owd=%.1f q=%.1f loss=%.3f late=%.3f w=%.3f rx=%.2f tx=%.2f\n", v.Name, v.Up, v.CapacityBps/1e6, v.OwdUs/1e3, v.QueueUs/1e3, v.Loss, v.Late, v.Weight, v.RxBps/1e6, v.TxBps/1e6)
+		}
+	}
 }

@@ -39,6 +39,7 @@ type Path struct {
 // Lab is a running parallel lab.
 type Lab struct {
 	t         testing.TB
+	procs     map[string]*proc // switches and agents by name, to restart them
 	Bin       string
 	Dir       string
 	H1, H2    *nstest.NS
@@ -74,7 +75,7 @@ func grpcPort(i int) int { return 9700 + i }
 // equal by default). Everything is removed when the test ends.
 func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	t.Helper()
-	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry,
+	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, procs: map[string]*proc{},
 		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
 	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
 	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
@@ -154,17 +155,42 @@ func (l *Lab) link(i int, p Path) {
 	if p.Queue > 0 {
 		link += fmt.Sprintf(",queue=%d", p.Queue)
 	}
-	l.Net.Start(l.Bin, "switch", "--name", sw, "--grpc", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)),
-		"--port", "1="+sw+"-1", "--port", "2="+sw+"-2", "--link", "1:"+link, "--link", "2:"+link)
-	waitFor(t, 5*time.Second, "switch "+sw, func() bool {
-		_, err := l.Net.Try(l.Bin, "link", "show", "--switch", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)))
+	addr := fmt.Sprintf("127.0.0.1:%d", grpcPort(i))
+	l.start(sw, l.Net, func() bool {
+		_, err := l.Net.Try(l.Bin, "link", "show", "--switch", addr)
 		return err == nil
-	})
+	}, "switch", "--name", sw, "--grpc", addr, "--port", "1="+sw+"-1", "--port", "2="+sw+"-2", "--link", "1:"+link, "--link", "2:"+link)
+}
+
+// proc is a switch or agent the lab can restart.
+type proc struct {
+	ns    *nstest.NS
+	args  []string
+	ready func() bool
+	cmd   *exec.Cmd
+}
+
+func (l *Lab) start(name string, ns *nstest.NS, ready func() bool, args ...string) {
+	p := &proc{ns: ns, args: args, ready: ready}
+	p.cmd, _ = ns.Start(l.Bin, args...)
+	l.procs[name] = p
+	waitFor(l.t, 10*time.Second, name, ready)
+}
+
+// Restart kills a switch ("s1") or agent ("h1") and starts it again as it was.
+func (l *Lab) Restart(name string) {
+	p := l.procs[name]
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	if name[0] == 'h' {
+		os.Remove(p.args[2]) // the agent's socket: wait for the new one
+	}
+	l.start(name, p.ns, p.ready, p.args...)
 }
 
 func (l *Lab) startAgent(ns *nstest.NS, sock string) {
-	ns.Start(l.Bin, "agent", "--socket", sock, "--sample-interval", "25ms")
-	waitFor(l.t, 10*time.Second, "agent "+sock, func() bool { _, err := os.Stat(sock); return err == nil })
+	l.start(filepath.Base(sock[:len(sock)-len(".sock")]), ns, func() bool { _, err := os.Stat(sock); return err == nil },
+		"agent", "--socket", sock, "--sample-interval", "25ms")
 }
 
 func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float64) {
