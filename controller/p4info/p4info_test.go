@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plait/plait/controller/p4info"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"github.com/plait/plait/controller/p4info"
 )
 
 func TestDefaultResolvesByNameAndAlias(t *testing.T) {
