@@ -177,7 +177,9 @@ static __always_inline void track_seq(struct rx_shared *sh, struct rx_tunnel_sta
 		struct gap_slot *g = &sh->gaps[seq & (GAP_RING - 1)];
 		if (g->seq == seq) {
 			__u32 extent = arrival - g->arrival;
-			__u64 late = now - g->ts;
+			/* Another CPU may have stamped the overtaking packet after this one read the
+			 * clock: such a packet was not late in time at all. */
+			__u64 late = now > g->ts ? now - g->ts : 0;
 			g->seq = seq + GAP_RING; /* consumed: a second copy is not reordered again */
 			st->extent_hist[log2_bucket(extent)]++;
 			st->late_ns_sum += late;

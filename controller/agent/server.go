@@ -2,15 +2,12 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/grpc"
 
 	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/sockrpc"
 )
 
 // DefaultSocket is where the agent listens unless told otherwise.
@@ -52,32 +49,16 @@ func (s server) WatchStats(r *pb.StatsRequest, stream grpc.ServerStreamingServer
 
 // Serve serves the agent's API on a Unix socket until ctx ends.
 func Serve(ctx context.Context, a *Agent, socket string) error {
-	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-		return fmt.Errorf("socket directory: %w", err)
-	}
-	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket %s: %w", socket, err)
-	}
-	lis, err := net.Listen("unix", socket)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", socket, err)
-	}
 	srv := grpc.NewServer()
 	pb.RegisterAgentServer(srv, server{a: a})
-	go func() {
-		<-ctx.Done()
-		srv.GracefulStop()
-	}()
-	err = srv.Serve(lis)
-	os.Remove(socket)
-	return err
+	return sockrpc.Serve(ctx, srv, socket)
 }
 
 // Dial connects to an agent's socket.
 func Dial(socket string) (pb.AgentClient, *grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecureCreds()))
+	conn, err := sockrpc.Dial(socket)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to agent at %s: %w", socket, err)
+		return nil, nil, fmt.Errorf("agent: %w", err)
 	}
 	return pb.NewAgentClient(conn), conn, nil
 }

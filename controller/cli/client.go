@@ -78,6 +78,30 @@ func callCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), 10*time.Second)
 }
 
+// withAgent calls f with the agent named by --agent and a deadline for its calls.
+func withAgent(cmd *cobra.Command, f func(context.Context, pb.AgentClient) error) error {
+	c, done, err := agentClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := callCtx(cmd)
+	defer cancel()
+	return explain(f(ctx, c))
+}
+
+// withController calls f with the controller named by --controller and a deadline.
+func withController(cmd *cobra.Command, f func(context.Context, pb.ControllerClient) error) error {
+	c, done, err := controllerClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := callCtx(cmd)
+	defer cancel()
+	return explain(f(ctx, c))
+}
+
 // explain turns a gRPC error into the server's own message.
 func explain(err error) error {
 	if err == nil {

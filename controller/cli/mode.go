@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	pb "github.com/plait/plait/api/plait/v1"
@@ -25,21 +27,13 @@ mode goes straight to the agent's datapath.`,
 		ValidArgs: []string{"auto", "rr", "wrr", "edpf"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if viaController(cmd) {
-				c, done, err := controllerClient(cmd)
-				if err != nil {
-					return err
-				}
-				defer done()
-				ctx, cancel := callCtx(cmd)
-				defer cancel()
-				p, err := c.SetMode(ctx, &pb.ControllerModeRequest{TunnelId: tunnel, From: from, Mode: args[0]})
-				if err != nil {
-					return explain(err)
-				}
-				if wantJSON(cmd) {
-					return printProto(cmd.OutOrStdout(), p)
-				}
-				return printPaths(cmd.OutOrStdout(), p)
+				return withController(cmd, func(ctx context.Context, c pb.ControllerClient) error {
+					p, err := c.SetMode(ctx, &pb.ControllerModeRequest{TunnelId: tunnel, From: from, Mode: args[0]})
+					if err != nil {
+						return err
+					}
+					return showPaths(cmd, p)
+				})
 			}
 			if args[0] == "auto" {
 				return usagef(cmd, "auto needs a controller: give --controller SOCKET")
@@ -48,18 +42,13 @@ mode goes straight to the agent's datapath.`,
 			if err != nil {
 				return usagef(cmd, "%v", err)
 			}
-			c, done, err := agentClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			t, err := c.SetMode(ctx, &pb.SetModeRequest{TunnelId: tunnel, Mode: m})
-			if err != nil {
-				return explain(err)
-			}
-			return printTunnels(cmd, []*pb.Tunnel{t})
+			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+				t, err := c.SetMode(ctx, &pb.SetModeRequest{TunnelId: tunnel, Mode: m})
+				if err != nil {
+					return err
+				}
+				return printTunnels(cmd, []*pb.Tunnel{t})
+			})
 		},
 	}
 	set.Flags().Uint32Var(&tunnel, "tunnel", 0, "tunnel id (needed when there are several)")

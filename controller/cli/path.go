@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,18 +27,13 @@ func newPathCmd() *cobra.Command {
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, done, err := agentClient(cmd)
-				if err != nil {
-					return err
-				}
-				defer done()
-				ctx, cancel := callCtx(cmd)
-				defer cancel()
-				t, err := c.SetPathState(ctx, &pb.SetPathStateRequest{TunnelId: tunnel, Path: args[0], Up: up})
-				if err != nil {
-					return explain(err)
-				}
-				return printTunnels(cmd, []*pb.Tunnel{t})
+				return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+					t, err := c.SetPathState(ctx, &pb.SetPathStateRequest{TunnelId: tunnel, Path: args[0], Up: up})
+					if err != nil {
+						return err
+					}
+					return printTunnels(cmd, []*pb.Tunnel{t})
+				})
 			},
 		})
 	}
@@ -63,18 +59,13 @@ func newPathCmd() *cobra.Command {
 				}
 				req.Estimates = append(req.Estimates, &pb.PathEstimate{RateBps: r, DelayUs: float64(d.Microseconds())})
 			}
-			c, done, err := agentClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			t, err := c.SetPathEstimates(ctx, req)
-			if err != nil {
-				return explain(err)
-			}
-			return printTunnels(cmd, []*pb.Tunnel{t})
+			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+				t, err := c.SetPathEstimates(ctx, req)
+				if err != nil {
+					return err
+				}
+				return printTunnels(cmd, []*pb.Tunnel{t})
+			})
 		},
 	})
 	return cmd

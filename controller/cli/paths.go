@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -16,25 +17,25 @@ func newPathsCmd() *cobra.Command {
 		Short: "Show every path as the controller sees it: state, capacity, delay, queue, loss, weight",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := controllerClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			p, err := c.Paths(ctx, &pb.PathsRequest{TunnelId: tunnel})
-			if err != nil {
-				return explain(err)
-			}
-			if wantJSON(cmd) {
-				return printProto(cmd.OutOrStdout(), p)
-			}
-			return printPaths(cmd.OutOrStdout(), p)
+			return withController(cmd, func(ctx context.Context, c pb.ControllerClient) error {
+				p, err := c.Paths(ctx, &pb.PathsRequest{TunnelId: tunnel})
+				if err != nil {
+					return err
+				}
+				return showPaths(cmd, p)
+			})
 		},
 	}
 	cmd.Flags().Uint32Var(&tunnel, "tunnel", 0, "tunnel id (default: all)")
 	return cmd
+}
+
+// showPaths prints the controller's paths as --json asks.
+func showPaths(cmd *cobra.Command, p *pb.PathsResponse) error {
+	if wantJSON(cmd) {
+		return printProto(cmd.OutOrStdout(), p)
+	}
+	return printPaths(cmd.OutOrStdout(), p)
 }
 
 func printPaths(w io.Writer, p *pb.PathsResponse) error {

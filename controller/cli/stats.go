@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -28,21 +29,21 @@ jitter within a path). Rates and delays cover the last --interval.`,
 			if err != nil {
 				return err
 			}
+			req := &pb.StatsRequest{TunnelId: tunnel, IntervalMs: uint32(d.Milliseconds())}
+			if !watch {
+				return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+					st, err := c.GetStats(ctx, req)
+					if err != nil {
+						return err
+					}
+					return printStats(cmd, st)
+				})
+			}
 			c, done, err := agentClient(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
-			req := &pb.StatsRequest{TunnelId: tunnel, IntervalMs: uint32(d.Milliseconds())}
-			if !watch {
-				ctx, cancel := callCtx(cmd)
-				defer cancel()
-				st, err := c.GetStats(ctx, req)
-				if err != nil {
-					return explain(err)
-				}
-				return printStats(cmd, st)
-			}
 			stream, err := c.WatchStats(cmd.Context(), req)
 			if err != nil {
 				return explain(err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -14,16 +15,13 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show the controller's agents and switches and whether it reaches them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := controllerClient(cmd)
+			var st *pb.StatusResponse
+			err := withController(cmd, func(ctx context.Context, c pb.ControllerClient) (err error) {
+				st, err = c.Status(ctx, &pb.StatusRequest{})
+				return err
+			})
 			if err != nil {
 				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			st, err := c.Status(ctx, &pb.StatusRequest{})
-			if err != nil {
-				return explain(err)
 			}
 			w := cmd.OutOrStdout()
 			if wantJSON(cmd) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -52,18 +53,13 @@ func newTunnelAddCmd() *cobra.Command {
 					return usagef(cmd, "--mode: %v", err)
 				}
 			}
-			c, done, err := agentClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			t, err := c.Configure(ctx, &cfg)
-			if err != nil {
-				return explain(err)
-			}
-			return printTunnels(cmd, []*pb.Tunnel{t})
+			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+				t, err := c.Configure(ctx, &cfg)
+				if err != nil {
+					return err
+				}
+				return printTunnels(cmd, []*pb.Tunnel{t})
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -148,15 +144,10 @@ func newTunnelRemoveCmd() *cobra.Command {
 			if err != nil {
 				return usagef(cmd, "tunnel id %q is not a number from 1 to 65535", args[0])
 			}
-			c, done, err := agentClient(cmd)
-			if err != nil {
+			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+				_, err := c.RemoveTunnel(ctx, &pb.TunnelRef{Id: uint32(id)})
 				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			_, err = c.RemoveTunnel(ctx, &pb.TunnelRef{Id: uint32(id)})
-			return explain(err)
+			})
 		},
 	}
 }
@@ -167,18 +158,13 @@ func newTunnelListCmd() *cobra.Command {
 		Short: "List tunnels with their paths, weights and state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := agentClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			r, err := c.ListTunnels(ctx, &pb.Empty{})
-			if err != nil {
-				return explain(err)
-			}
-			return printTunnels(cmd, r.Tunnels)
+			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+				r, err := c.ListTunnels(ctx, &pb.Empty{})
+				if err != nil {
+					return err
+				}
+				return printTunnels(cmd, r.Tunnels)
+			})
 		},
 	}
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	pb "github.com/plait/plait/api/plait/v1"
@@ -32,23 +34,16 @@ until 'plait weights auto'; without, they go straight to the agent's datapath.`,
 			if viaController(cmd) {
 				return controllerWeights(cmd, tunnel, from, w)
 			}
-			c, done, err := agentClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := callCtx(cmd)
-			defer cancel()
-			t, err := c.SetWeights(ctx, &pb.SetWeightsRequest{TunnelId: tunnel, Weights: w})
-			if err != nil {
-				return explain(err)
-			}
-			if t.Config.Mode != pb.Mode_MODE_WRR {
-				if t, err = c.SetMode(ctx, &pb.SetModeRequest{TunnelId: tunnel, Mode: pb.Mode_MODE_WRR}); err != nil {
-					return explain(err)
+			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+				t, err := c.SetWeights(ctx, &pb.SetWeightsRequest{TunnelId: tunnel, Weights: w})
+				if err == nil && t.Config.Mode != pb.Mode_MODE_WRR {
+					t, err = c.SetMode(ctx, &pb.SetModeRequest{TunnelId: tunnel, Mode: pb.Mode_MODE_WRR})
 				}
-			}
-			return printTunnels(cmd, []*pb.Tunnel{t})
+				if err != nil {
+					return err
+				}
+				return printTunnels(cmd, []*pb.Tunnel{t})
+			})
 		},
 	}
 	auto := &cobra.Command{
@@ -64,19 +59,11 @@ until 'plait weights auto'; without, they go straight to the agent's datapath.`,
 }
 
 func controllerWeights(cmd *cobra.Command, tunnel uint32, from string, w []float64) error {
-	c, done, err := controllerClient(cmd)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ctx, cancel := callCtx(cmd)
-	defer cancel()
-	p, err := c.SetWeights(ctx, &pb.ControllerWeightsRequest{TunnelId: tunnel, From: from, Weights: w})
-	if err != nil {
-		return explain(err)
-	}
-	if wantJSON(cmd) {
-		return printProto(cmd.OutOrStdout(), p)
-	}
-	return printPaths(cmd.OutOrStdout(), p)
+	return withController(cmd, func(ctx context.Context, c pb.ControllerClient) error {
+		p, err := c.SetWeights(ctx, &pb.ControllerWeightsRequest{TunnelId: tunnel, From: from, Weights: w})
+		if err != nil {
+			return err
+		}
+		return showPaths(cmd, p)
+	})
 }

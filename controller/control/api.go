@@ -2,21 +2,17 @@ package control
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/internal/sockrpc"
 )
 
 // DefaultSocket is where the controller serves its operator API unless told otherwise.
@@ -153,32 +149,16 @@ func (s server) SetMode(ctx context.Context, r *pb.ControllerModeRequest) (*pb.P
 
 // Serve serves the operator API on a Unix socket until ctx ends.
 func Serve(ctx context.Context, c *Controller, socket string) error {
-	if err := os.MkdirAll(filepath.Dir(socket), 0o755); err != nil {
-		return fmt.Errorf("socket directory: %w", err)
-	}
-	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket %s: %w", socket, err)
-	}
-	lis, err := net.Listen("unix", socket)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", socket, err)
-	}
 	srv := grpc.NewServer()
 	pb.RegisterControllerServer(srv, server{c: c})
-	go func() {
-		<-ctx.Done()
-		srv.GracefulStop()
-	}()
-	err = srv.Serve(lis)
-	os.Remove(socket)
-	return err
+	return sockrpc.Serve(ctx, srv, socket)
 }
 
 // Dial connects to a controller's socket.
 func Dial(socket string) (pb.ControllerClient, *grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := sockrpc.Dial(socket)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to controller at %s: %w", socket, err)
+		return nil, nil, fmt.Errorf("controller: %w", err)
 	}
 	return pb.NewControllerClient(conn), conn, nil
 }
