@@ -142,6 +142,7 @@ class Lab:
         self.children = []
         self.switch_kind = None
         self.allowed_cc = None
+        self.ctl_socket = os.path.join(RUNDIR, "controller.sock")
 
     # -- life cycle -------------------------------------------------------------
 
@@ -183,7 +184,7 @@ class Lab:
         self.net.start()
         self.record()
         self.h1, self.h2 = self.net.get("h1"), self.net.get("h2")
-        self.add_tunnels()
+        self.tunnel_up = False
         if "mptcp" in self.sc["compare"] and self.shape == "parallel":
             self.add_mptcp_endpoints()
         self.record()
@@ -281,11 +282,21 @@ class Lab:
 
     # -- tunnels ----------------------------------------------------------------
 
+    def tunnel(self, up):
+        """Adds or removes tunnel 1. The baselines (ideal, single-best, mptcp) run
+        without it, so that no Plait probe shares their paths."""
+        if up == self.tunnel_up:
+            return
+        if up:
+            self.add_tunnels()
+        else:
+            for h in (self.h1, self.h2):
+                h.plaitcmd("tunnel", "rm", "1")
+        self.tunnel_up = up
+
     def add_tunnels(self):
         if self.shape == "split":
-            if any(c in ("rr", "wrr", "auto") for c in self.sc["compare"]):
-                self.add_receive_tunnels()
-            return
+            return self.add_receive_tunnels()
         n = len(self.paths)
         for host, peer in ((self.h1, "h2"), (self.h2, "h1")):
             args = ["tunnel", "add", "--id", "1", "--device", "plait0"]
@@ -397,7 +408,7 @@ class Lab:
         with open(path, "w") as f:
             yaml.safe_dump(self.network(config), f, sort_keys=False)
         log = open(os.path.join(RUNDIR, "controller-%s.log" % config), "w")
-        sock = os.path.join(RUNDIR, "controller.sock")
+        sock = self.ctl_socket
         cmd = [self.plait, "controller", "--network", path, "--listen", sock]
         cmd += ["--metrics", "127.0.0.1:%d" % nodes.free_port()]
         if self.sc["traffic"]["cc"] in ("cubic", "bbr"):

@@ -78,6 +78,7 @@ def markdown_table(summary):
         "goodput / ideal",
         "retransmissions",
         "reordered",
+        "rtt (ms)",
     ]
     head += ["owd %s (ms)" % n for n in names]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -89,6 +90,7 @@ def markdown_table(summary):
             fmt_pct(c["vs_ideal"]),
             str(c["retransmits"]),
             fmt_pct(c["reordered_ratio"]),
+            "-" if c.get("rtt_ms") is None else "%.0f" % c["rtt_ms"],
         ]
         for n in names:
             v = (c.get("owd_mean_ms") or {}).get(n)

@@ -247,6 +247,7 @@ def run_config(lab, config):
     dst, cpid, intfs, names = target(lab, config)
     res = {"config": config, "warnings": []}
 
+    lab.tunnel(config in TUNNEL_CONFIGS)
     lab.start_controller(config)
     lab.wait_reachable(config)
     wait_mode(lab, config)
@@ -266,31 +267,25 @@ def run_config(lab, config):
         10,
         "iperf3 server on h2",
     )
+    # Samplers: each agent's stats, and (Plait's configurations) the controller's view,
+    # kept in the logs for whoever tunes the controller.
+    watch = {}
+    if config in TUNNEL_CONFIGS:
+        watch = {
+            "h1": ["--agent", h1.socket, "--json", "stats", "--tunnel", "1"],
+            "h2": ["--agent", h2.socket, "--json", "stats", "--tunnel", "1"],
+            "controller": ["--controller", lab.ctl_socket, "--json", "watch"],
+        }
     watchers = {}
-    for h in (h1, h2):
-        f = open(os.path.join(lab_rundir(), "stats-%s-%s.json" % (config, h.name)), "w")
-        watchers[h.name] = (
-            lab.spawn(
-                subprocess.Popen(
-                    [
-                        lab.plait,
-                        "--agent",
-                        h.socket,
-                        "--json",
-                        "stats",
-                        "--tunnel",
-                        "1",
-                        "--interval",
-                        "500ms",
-                        "--watch",
-                    ],
-                    stdout=f,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            ),
-            f.name,
+    for name, args in watch.items():
+        f = open(os.path.join(lab_rundir(), "stats-%s-%s.json" % (config, name)), "w")
+        cmd = [lab.plait] + args + ["--interval", "500ms"]
+        if name != "controller":
+            cmd.append("--watch")
+        proc = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
         )
+        watchers[name] = (lab.spawn(proc), f.name)
         f.close()
     before = snapshot(lab, cpid)
     sampler = Sampler(cpid, intfs)
@@ -339,6 +334,12 @@ def run_config(lab, config):
     res["goodput_bps"] = gp
     res["measured_s"] = secs
     res["retransmits"] = after["retrans"] - before["retrans"]
+    rtts = [
+        st["sender"]["mean_rtt"]
+        for st in iperf.get("end", {}).get("streams", [])
+        if st.get("sender", {}).get("mean_rtt")
+    ]
+    res["rtt_ms"] = sum(rtts) / len(rtts) / 1e3 if rtts else None
     res["iperf_retransmits"] = (
         iperf.get("end", {}).get("sum_sent", {}).get("retransmits")
     )
@@ -347,8 +348,8 @@ def run_config(lab, config):
         for nm, i in zip(names, intfs)
     }
     total = sum(res["per_path_bytes"].values())
-    # A path carried the flow when it has 3 % of the bytes: the agent's probes on idle
-    # paths stay below that (about 19 kbit/s, 2 % even of K1's 0.9 Mbit/s).
+    # A path carried the flow when it has 3 % of the bytes (the baselines run without
+    # the tunnel, so no probes count).
     used = lambda nm: res["per_path_bytes"].get(nm, 0) >= 0.03 * max(total, 1)
     if config == "mptcp":
         joins = after["joins"] - before["joins"]
@@ -403,8 +404,10 @@ def run_config(lab, config):
 
 
 def snapshot(lab, cpid):
-    st = json.loads(lab.h2.plaitcmd("--json", "stats", "--tunnel", "1"))
-    t = tunnel_of(st) or {}
+    t = {}
+    if lab.tunnel_up:
+        st = json.loads(lab.h2.plaitcmd("--json", "stats", "--tunnel", "1"))
+        t = tunnel_of(st) or {}
     tx = {i: v[1] for i, v in read_netdev(cpid).items()}
     return {
         "retrans": read_retrans(lab.h1.pid),
@@ -433,6 +436,8 @@ def series(samples, intfs, names, watchers, t_start):
             out["rate_bps"][n].append(8 * (b[i] - a[i]) / dt)
     msgs = {}
     for host, (_, path) in watchers.items():
+        if host not in ("h1", "h2"):
+            continue
         with open(path) as f:
             msgs[host] = parse_stream(f.read())
     for m in msgs.get("h2", []):

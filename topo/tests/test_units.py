@@ -132,6 +132,7 @@ def fake_results():
             "reordered_ratio": 0.1 * i if c in ("rr", "wrr", "auto") else None,
             "per_path_bytes": {"a": 1000 * i, "b": 400 * i},
             "owd_mean_ms": {"a": 101.0, "b": None},
+            "rtt_ms": 123.4,
             "series": {
                 "t": t,
                 "rate_bps": {"a": [5e6] * 20, "b": [2e6] * 20},
@@ -188,7 +189,7 @@ def test_report(tmp_path):
         ):
             assert k in c
     md = (tmp_path / "summary.md").read_text()
-    assert "| auto | 5 Mbit/s | 71.4 % | 76.9 % | 50 | 50.0 % | 101.0 | - |" in md
+    assert "| auto | 5 Mbit/s | 71.4 % | 76.9 % | 50 | 50.0 % | 123 | 101.0 | - |" in md
     for name in report.PLOTS:
         check_png(tmp_path / name)
 
