@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +157,27 @@ func TestDefaults(t *testing.T) {
 	}
 	if id := s.Ideal(); id.Rate != 4e6 || id.Delay != 0 {
 		t.Errorf("ideal %+v: want 4 Mbit/s at the smallest delay (0)", id)
+	}
+}
+
+// Load names the file and the field; a missing file says so.
+func TestLoadFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("name: g\npaths: [{rate: 5mbit, delay: 45ms}]\ncompare: [ideal, auto]\n"), 0o644)
+	os.WriteFile(bad, []byte("name: b\npaths: [{rate: 5mbit}, {rate: 2mbit, queue: -3}]\n"), 0o644)
+	s, err := Load(good)
+	if err != nil || s.Name != "g" || len(s.Compare) != 2 {
+		t.Fatalf("Load(good) = %+v, %v", s, err)
+	}
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "paths[1].queue") {
+		t.Errorf("Load(bad) error %v, want the file and paths[1].queue", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "read scenario") {
+		t.Errorf("Load(missing) error %v", err)
+	}
+	if _, err := ParseCompare(nil); err == nil || !strings.Contains(err.Error(), "compare: empty") {
+		t.Errorf("ParseCompare(nil) error %v", err)
 	}
 }
