@@ -190,6 +190,9 @@ static __always_inline int send(struct __sk_buff *skb)
 	__u32 seq = __sync_fetch_and_add(&st->seq, 1);
 	__u32 path_seq = __sync_fetch_and_add(&st->path_seq[p], 1);
 
+	/* adjust_room rather than change_head: TCP hands over clones, whose head change_head
+	 * must copy (measured in real traffic: 214 against 309 ns a packet), although it
+	 * wins in BPF_PROG_TEST_RUN (33 against 77 ns), where nothing is cloned. */
 	__u64 flags = BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | BPF_F_ADJ_ROOM_ENCAP_L4_UDP |
 		      BPF_F_ADJ_ROOM_ENCAP_L2(sizeof(struct plait_hdr));
 	if (bpf_skb_adjust_room(skb, encap_len, BPF_ADJ_ROOM_MAC, flags))

@@ -197,25 +197,26 @@ func TestSenderWRRFailsOver(t *testing.T) {
 	}
 }
 
-// edpf against a hand computation: path A 10 Mbit/s 50 ms, path B 2 Mbit/s 10 ms.
-// A 1000-byte packet (1044 on the wire) takes 835.2 µs on A and 4176 µs on B; B delivers
-// at 14.18 ms, A at 50.84 ms, so B is chosen until its queue pushes arrival past A's:
-// the k-th packet on B arrives at 10 ms + k·4.176 ms, beyond 50.835 ms from k = 10, so
-// packets 1-9 go to B and the 10th to A.
+// edpf against a hand computation: path A 0.5 Mbit/s 1 s, path B 0.1 Mbit/s 200 ms.
+// A 1000-byte packet (1044 on the wire) takes 16.7 ms on A and 83.5 ms on B; B delivers at
+// 283.5 ms, A at 1016.7 ms, so B is chosen until its queue pushes arrival past A's: the
+// k-th packet on B arrives at 200 ms + k·83.5 ms, beyond 1016.7 ms from k = 10, so packets
+// 1-9 go to B and the 10th to A. The paths are slow so that a stall of the test between
+// two packets (up to 18 ms) cannot change a decision.
 func TestSenderEDPFMatchesHandComputation(t *testing.T) {
 	d := load(t)
 	tun := testTunnel(ModeEDPF, 2)
-	tun.Paths[0].RateBps, tun.Paths[0].DelayNs = 10e6, 50e6
-	tun.Paths[1].RateBps, tun.Paths[1].DelayNs = 2e6, 10e6
+	tun.Paths[0].RateBps, tun.Paths[0].DelayNs = 0.5e6, 1000e6
+	tun.Paths[1].RateBps, tun.Paths[1].DelayNs = 0.1e6, 200e6
 	configure(t, d, tun)
 
 	in := innerPacket(0, 1000-14-40)
 	wireLen := float64(len(in) + wire.EncapLen)
 	// The hand computation, packet by packet, in a model where all packets are sent at
-	// once (the test sends them within microseconds of each other).
+	// once (the test sends them within milliseconds of each other).
 	busy := []float64{0, 0}
-	rate := []float64{10e6, 2e6}
-	delay := []float64{50e-3, 10e-3}
+	rate := []float64{0.5e6, 0.1e6}
+	delay := []float64{1, 0.2}
 	var want []uint8
 	for i := 0; i < 40; i++ {
 		best, bestT := 0, math.Inf(1)
