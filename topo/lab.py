@@ -401,13 +401,13 @@ class Lab:
                 }
             ]
 
-    def start_controller(self, config):
+    def start_controller(self, config, tag=None):
         import yaml
 
         path = os.path.join(RUNDIR, "network-%s.yaml" % config)
         with open(path, "w") as f:
             yaml.safe_dump(self.network(config), f, sort_keys=False)
-        log = open(os.path.join(RUNDIR, "controller-%s.log" % config), "w")
+        log = open(os.path.join(RUNDIR, "controller-%s.log" % (tag or config)), "w")
         sock = self.ctl_socket
         cmd = [self.plait, "controller", "--network", path, "--listen", sock]
         cmd += ["--metrics", "127.0.0.1:%d" % nodes.free_port()]

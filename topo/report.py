@@ -61,12 +61,26 @@ def summarize(plan, results, switch_kind):
         "traffic": sc["traffic"],
         "goodput_rule": (
             "iperf3 receiver bytes per 1 s interval, intervals starting before %gs left out, "
-            "the same for every configuration" % sc["traffic"]["omit_s"]
+            "the same for every configuration; with repeat > 1 the run with the median "
+            "goodput stands for its configuration" % sc["traffic"]["omit_s"]
         ),
+        "repeat": plan.get("repeat", 1),
         "configs": configs,
         "plots": PLOTS,
         "series": {r["config"]: r.get("series", {}) for r in results},
     }
+
+
+def spread(c):
+    """' (min-max of N)' when a configuration ran more than once (goodput is the median)."""
+    runs = c.get("goodput_runs_bps")
+    if not runs:
+        return ""
+    return " (%s to %s, %d runs)" % (
+        fmt_rate(min(runs)),
+        fmt_rate(max(runs)),
+        len(runs),
+    )
 
 
 def markdown_table(summary):
@@ -85,7 +99,7 @@ def markdown_table(summary):
     for c in summary["configs"]:
         cells = [
             c["config"],
-            fmt_rate(c["goodput_bps"]),
+            fmt_rate(c["goodput_bps"]) + spread(c),
             fmt_pct(c["efficiency"]),
             fmt_pct(c["vs_ideal"]),
             str(c["retransmits"]),
@@ -185,6 +199,9 @@ def plot_goodput(plt, out, summary):
     fig, ax = plt.subplots(figsize=(7, 4))
     x = range(len(cs))
     ax.bar(x, [c["goodput_bps"] / 1e6 for c in cs], color="#4a7ebb")
+    for i, c in enumerate(cs):  # every run when there were several (bar: the median)
+        runs = c.get("goodput_runs_bps") or []
+        ax.plot([i] * len(runs), [r / 1e6 for r in runs], "k.", ms=4)
     ax.axhline(
         summary["capacity_bps"] / 1e6,
         color="k",

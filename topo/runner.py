@@ -148,21 +148,29 @@ def run_all(lab, say):
             t["cc"],
         )
     )
-    results = []
-    for i, config in enumerate(sc["compare"], 1):
-        say("== [%d/%d] %s: %s" % (i, n, config, describe(lab, config)))
-        t0 = time.monotonic()
-        try:
-            res = run_config(lab, config)
-        finally:
-            lab.stop_controller()
-        results.append(res)
-        say(
-            "   %s  (%.0fs)"
-            % (report.result_line(res, sc["capacity_bps"]), time.monotonic() - t0)
-        )
-        for w in res.get("warnings", []):
-            say("   warning: " + w)
+    reps = plan.get("repeat", 1)
+    runs = {c: [] for c in sc["compare"]}
+    step, steps = 0, n * reps
+    # Repetitions go round the configurations, so that a slow spell of the machine
+    # does not fall on one configuration only.
+    for rep in range(reps):
+        for config in sc["compare"]:
+            step += 1
+            tag = config if reps == 1 else "%s-r%d" % (config, rep + 1)
+            say("== [%d/%d] %s: %s" % (step, steps, tag, describe(lab, config)))
+            t0 = time.monotonic()
+            try:
+                res = run_config(lab, config, tag)
+            finally:
+                lab.stop_controller()
+            runs[config].append(res)
+            say(
+                "   %s  (%.0fs)"
+                % (report.result_line(res, sc["capacity_bps"]), time.monotonic() - t0)
+            )
+            for w in res.get("warnings", []):
+                say("   warning: " + w)
+    results = [median_run(runs[c]) for c in sc["compare"]]
     summary = report.summarize(plan, results, lab.switch_kind)
     report.write(out, summary, results)
     say("")
@@ -173,6 +181,16 @@ def run_all(lab, say):
         % (out, ", ".join(summary["plots"]))
     )
     return 0
+
+
+def median_run(rs):
+    """The run with the median goodput (the lower middle one of an even count) stands
+    for its configuration; every run's goodput is kept beside it."""
+    order = sorted(rs, key=lambda r: r.get("goodput_bps", 0))
+    res = dict(order[(len(order) - 1) // 2])
+    if len(rs) > 1:
+        res["goodput_runs_bps"] = [r.get("goodput_bps", 0) for r in rs]
+    return res
 
 
 def lab_rundir():
@@ -239,7 +257,8 @@ def wait_mode(lab, config, timeout=10):
             time.sleep(0.1)
 
 
-def run_config(lab, config):
+def run_config(lab, config, tag=None):
+    tag = tag or config
     sc = lab.sc
     tr = sc["traffic"]
     dur, omit = tr["duration_s"], tr["omit_s"]
@@ -248,11 +267,11 @@ def run_config(lab, config):
     res = {"config": config, "warnings": []}
 
     lab.tunnel(config in TUNNEL_CONFIGS)
-    lab.start_controller(config)
+    lab.start_controller(config, tag)
     lab.wait_reachable(config)
     wait_mode(lab, config)
     mptcp = ["mptcpize", "run"] if config == "mptcp" else []
-    srv_log = open(os.path.join(lab_rundir(), "iperf3-server-%s.log" % config), "w")
+    srv_log = open(os.path.join(lab_rundir(), "iperf3-server-%s.log" % tag), "w")
     server = lab.spawn(
         h2.popen(
             mptcp + ["iperf3", "-s", "-1", "-J", "-p", str(IPERF_PORT)],
@@ -278,7 +297,7 @@ def run_config(lab, config):
         }
     watchers = {}
     for name, args in watch.items():
-        f = open(os.path.join(lab_rundir(), "stats-%s-%s.json" % (config, name)), "w")
+        f = open(os.path.join(lab_rundir(), "stats-%s-%s.json" % (tag, name)), "w")
         cmd = [lab.plait] + args + ["--interval", "500ms"]
         if name != "controller":
             cmd.append("--watch")
@@ -328,7 +347,7 @@ def run_config(lab, config):
             iperf.get("error") or cerr.decode().strip() or "iperf3 printed nothing"
         )
         res["warnings"].append("iperf3: " + res["error"])
-    with open(os.path.join(lab_rundir(), "iperf3-%s.json" % config), "w") as f:
+    with open(os.path.join(lab_rundir(), "iperf3-%s.json" % tag), "w") as f:
         json.dump(iperf, f)
     gp, secs = goodput(iperf, omit)
     res["goodput_bps"] = gp

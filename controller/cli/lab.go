@@ -45,6 +45,7 @@ type labFlags struct {
 	results  string
 	python   string
 	shape    string
+	repeat   int
 }
 
 func (f *labFlags) register(cmd *cobra.Command, run bool) {
@@ -55,6 +56,7 @@ func (f *labFlags) register(cmd *cobra.Command, run bool) {
 		fs.StringSliceVar(&f.compare, "compare", nil, "run only these configurations, e.g. rr,auto")
 		fs.StringVar(&f.duration, "duration", "", "override traffic.duration, e.g. 5s")
 		fs.StringVar(&f.results, "results", "results", "folder for results/<scenario>/<time>/")
+		fs.IntVar(&f.repeat, "repeat", 1, "run every configuration this many times (in turns); the median run counts")
 	}
 }
 
@@ -147,6 +149,7 @@ type labPlan struct {
 	SingleBest singleBest  `json:"single_best"`
 	Plait      string      `json:"plait"`
 	Out        string      `json:"out"`
+	Repeat     int         `json:"repeat"`
 	BMv2JSON   string      `json:"bmv2_json"`
 }
 
@@ -291,6 +294,9 @@ func runLab(cmd *cobra.Command, verb, arg string, f *labFlags) error {
 	if s.Shape == scenario.ShapeSplit && contains(s.Compare, scenario.ConfigMPTCP) {
 		return fmt.Errorf("compare: mptcp needs one interface per path at the hosts, which only shape parallel has; drop it or use --compare")
 	}
+	if f.repeat < 1 || f.repeat > 20 {
+		return usagef(cmd, "--repeat %d: give 1 to 20", f.repeat)
+	}
 	name := s.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))
@@ -303,6 +309,7 @@ func runLab(cmd *cobra.Command, verb, arg string, f *labFlags) error {
 	if err != nil {
 		return err
 	}
+	plan.Repeat = max(f.repeat, 1)
 	if os.Geteuid() != 0 {
 		return errors.New("the lab needs root (network namespaces, eBPF, raw sockets): run it with sudo")
 	}
