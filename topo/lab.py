@@ -67,7 +67,7 @@ def check_prerequisites(plan):
     with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
         avail = f.read().split()
     if cc not in avail:
-        r = subprocess.run(["modprobe", "tcp_" + cc], capture_output=True)
+        subprocess.run(["modprobe", "tcp_" + cc], capture_output=True)
         with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
             avail = f.read().split()
         if cc not in avail:
@@ -143,6 +143,7 @@ class Lab:
         self.switch_kind = None
         self.allowed_cc = None
         self.ctl_socket = os.path.join(RUNDIR, "controller.sock")
+        self.owner = False  # of RUNDIR and its state file, once start() checked
 
     # -- life cycle -------------------------------------------------------------
 
@@ -154,7 +155,8 @@ class Lab:
         # Mininet.init() would raise system-wide limits and sysctls; the lab needs none.
         Mininet.inited = True
         os.makedirs(RUNDIR, exist_ok=True)
-        clean_state(quiet=True)
+        clean_state(quiet=True)  # refuses while another lab lives
+        self.owner = True
         self.record()
         self.allow_cc(self.sc["traffic"]["cc"])
         switch_cls = self.pick_switch()
@@ -256,6 +258,8 @@ class Lab:
                 shutil.copy(os.path.join(RUNDIR, name), logs)
 
     def stop(self):
+        if not self.owner:  # another lab's: leave it alone
+            return
         self.stop_controller()
         for p in self.children:
             nodes.stop_process(p, 2)
@@ -515,8 +519,9 @@ def main(argv=None):
         if lab is not None:
             stopping.append(0)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            lab.stop()
-            say("== lab stopped and cleaned up")
+            if lab.owner:
+                lab.stop()
+                say("== lab stopped and cleaned up")
 
 
 def up(lab):

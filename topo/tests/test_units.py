@@ -201,3 +201,81 @@ def check_png(path):
     img = matplotlib.image.imread(str(path))
     assert img.shape[0] > 200 and img.shape[1] > 400, (path, img.shape)
     assert img.std() > 0.01, "%s is blank" % path
+
+
+class _Intf:
+    def __init__(self, mac):
+        self.mac = mac
+
+    def MAC(self):
+        return self.mac
+
+
+class _Node:
+    def __init__(self, name, address=None, mac=None):
+        self.name, self.address, self.socket = name, address, "/run/%s.sock" % name
+        self.mac = mac
+
+    def intf(self, name):
+        return _Intf(self.mac)
+
+
+def fake_lab(shape):
+    import lab
+
+    p = plan()
+    p["scenario"]["shape"] = shape
+    p["scenario"]["compare"] = ["ideal", "single-best", "rr", "wrr", "auto"]
+    p["plait"] = "/bin/plait"
+    p["single_best"]["index"] = 1
+    lb = lab.Lab(p)
+    names = ["s0", "s1", "s2"] + (["s10", "s11"] if shape == "split" else [])
+    lb.net = type("Net", (), {})()
+    lb.net.switches = [
+        _Node(n, "127.0.0.1:%d" % (9000 + i)) for i, n in enumerate(names)
+    ]
+    lb.h1 = _Node("h1", mac="00:00:00:00:00:01")
+    lb.h2 = _Node("h2", mac="00:00:00:00:00:02")
+    lb.switch_kind = "embedded"
+    return lb
+
+
+def test_network_files_parallel():
+    lb = fake_lab("parallel")
+    n = lb.network("ideal")
+    assert "tunnels" not in n and n["agents"] == {
+        "h1": "/run/h1.sock",
+        "h2": "/run/h2.sock",
+    }
+    assert n["switches"]["s1"] == {"address": "127.0.0.1:9001", "forward": {1: 2, 2: 1}}
+    assert lb.network("rr")["tunnels"] == [
+        {"id": 1, "hosts": ["h1", "h2"], "mode": "rr"}
+    ]
+    assert lb.network("wrr")["tunnels"][0]["weights"] == [5.0, 2.0]
+    assert lb.network("auto")["tunnels"][0]["mode"] == "auto"
+
+
+def test_network_files_split():
+    lb = fake_lab("split")
+    sb = lb.network(
+        "single-best"
+    )  # path index 1 = port 3 of the split and merge switches
+    assert (
+        sb["switches"]["s10"]["forward"][1] == 3
+        and sb["switches"]["s11"]["forward"][1] == 3
+    )
+    assert "splits" not in sb["switches"]["s10"]
+    n = lb.network("auto")
+    (sp,) = n["switches"]["s10"]["splits"]
+    assert sp["from"] == "h1" and sp["in_port"] == 1 and sp["prefix"] == "10.99.0.2/32"
+    assert [p["port"] for p in sp["paths"]] == [2, 3]
+    assert sp["paths"][1] == {
+        "name": "b",
+        "port": 3,
+        "src_mac": "00:00:00:00:00:01",
+        "dst_mac": "00:00:00:00:00:02",
+        "src_ip": "10.0.2.1",
+        "dst_ip": "10.0.2.2",
+    }
+    (back,) = n["switches"]["s11"]["splits"]
+    assert back["from"] == "h2" and back["paths"][0]["dst_ip"] == "10.0.1.1"
