@@ -528,16 +528,17 @@ def up(lab):
     from mininet.cli import CLI
     from mininet.log import setLogLevel
 
-    lab.start_controller(
-        "auto" if "auto" in lab.sc["compare"] else lab.sc["compare"][0]
-    )
-    lab.wait_reachable("auto")
+    plaits = [c for c in ("auto", "wrr", "rr") if c in lab.sc["compare"]]
+    config = plaits[0] if plaits else lab.sc["compare"][0]
+    lab.tunnel(bool(plaits))
+    lab.start_controller(config)
+    lab.wait_reachable(config)
     say(
-        "== lab up: h1 and h2, agents at %s and %s; controller socket %s/controller.sock\n"
+        "== lab up (%s): h1 and h2, agents at %s and %s; controller socket %s/controller.sock\n"
         "   try: h1 ping -c3 10.99.0.2   |   h1 iperf3 -c 10.99.0.2 -t 5 (after h2 iperf3 -s -D)\n"
         "   operator verbs: plait --agent %s stats   |   plait --controller %s/controller.sock paths\n"
         "   exit or Ctrl-D stops the lab and cleans up"
-        % (lab.h1.socket, lab.h2.socket, RUNDIR, lab.h1.socket, RUNDIR)
+        % (config, lab.h1.socket, lab.h2.socket, RUNDIR, lab.h1.socket, RUNDIR)
     )
     setLogLevel("output")  # the CLI prints its commands' output at this level
     CLI(lab.net)

@@ -92,3 +92,22 @@ def test_lab_run(tmp_path):
 def pins():
     d = "/sys/fs/bpf/plait"
     return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+def test_lab_up(tmp_path):
+    """lab up: the Mininet CLI on the lab, commands from stdin, everything gone after."""
+    sc = tmp_path / "smoke.yaml"
+    sc.write_text(SCENARIO)
+    p = subprocess.run(
+        [PLAIT, "lab", "up", str(sc)],
+        input="h1 ping -c2 -W2 10.99.0.2\npy len(net.switches)\nexit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "2 received" in p.stdout, p.stdout
+    assert "\n3\n" in p.stdout.replace("mininet> ", "\n"), p.stdout  # s0, s1, s2
+    assert "lab stopped and cleaned up" in p.stdout
+    assert not os.path.exists("/run/plait/lab/state.json")
