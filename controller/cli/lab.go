@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,16 +97,17 @@ func newLabLsCmd() *cobra.Command {
 		Short: "List the shipped scenarios",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tb := newTable(cmd.OutOrStdout(), "NAME", "PATHS", "CAPACITY", "DESCRIPTION")
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tPATHS\tCAPACITY\tDESCRIPTION")
 			for _, n := range topo.Scenarios() {
 				b, _ := topo.Scenario(n)
 				s, err := scenario.Parse(b)
 				if err != nil {
 					return fmt.Errorf("shipped scenario %s: %w", n, err)
 				}
-				tb.row(n, fmt.Sprint(len(s.Paths)), fmtRate(s.Capacity()), s.Description)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, len(s.Paths), fmtRate(s.Capacity()), s.Description)
 			}
-			return tb.flush()
+			return tw.Flush()
 		},
 	}
 }
