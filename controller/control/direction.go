@@ -121,9 +121,9 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 	d.goodput = goodput
 	if d.prevRx != nil && d.rx.Reorder != nil && d.prevRx.Reorder != nil {
 		r, p := d.rx.Reorder, d.prevRx.Reorder
-		if n := r.Received - p.Received; n > 0 {
-			d.reordered = float64(r.Reordered-p.Reordered) / float64(n)
-			d.interPath = float64(r.InterPath-p.InterPath) / float64(n)
+		if n := sub(r.Received, p.Received); n > 0 {
+			d.reordered = float64(sub(r.Reordered, p.Reordered)) / float64(n)
+			d.interPath = float64(sub(r.InterPath, p.InterPath)) / float64(n)
 		}
 	}
 	d.prevRx = d.rx

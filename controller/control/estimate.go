@@ -152,11 +152,13 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		est.Queue = 0
 	}
 
+	// Lost is expected minus received, so it shrinks when a late packet fills a gap it
+	// had counted: deltas of the counters saturate at zero.
 	var dRx, dLost, dLate uint64
 	if e.hasPrev {
-		dRx = o.RxPackets - e.prev.RxPackets
-		dLost = o.Lost - e.prev.Lost
-		dLate = o.Late - e.prev.Late
+		dRx = sub(o.RxPackets, e.prev.RxPackets)
+		dLost = sub(o.Lost, e.prev.Lost)
+		dLate = sub(o.Late, e.prev.Late)
 	}
 	est.RxPackets = dRx
 	if dRx > 0 {
@@ -234,7 +236,7 @@ func (e *pathEstimator) busyRate() (float64, bool) {
 	if dt < busyStretch {
 		return 0, false
 	}
-	return float64(b.bytes-a.bytes) * 8 / dt.Seconds(), true
+	return float64(sub(b.bytes, a.bytes)) * 8 / dt.Seconds(), true
 }
 
 // deliveredRate is the delivery rate over the whole recent history, a floor of capacity.
@@ -248,7 +250,7 @@ func (e *pathEstimator) deliveredRate() (float64, bool) {
 	if dt < busyStretch {
 		return 0, false
 	}
-	return float64(b.bytes-a.bytes) * 8 / dt.Seconds(), true
+	return float64(sub(b.bytes, a.bytes)) * 8 / dt.Seconds(), true
 }
 
 // lastRate is the path's delivery rate over its latest report.
@@ -271,6 +273,13 @@ func (e *pathEstimator) span(now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(e.baseWin[0].at)
+}
+
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
 }
 
 func windowMin(s []timed, now time.Time, win time.Duration) float64 {

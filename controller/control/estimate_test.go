@@ -190,3 +190,22 @@ func TestOutageIsNotRandomLoss(t *testing.T) {
 		t.Fatalf("after an outage the path's random loss is %.3f", est.Loss)
 	}
 }
+
+// A late packet filling a gap makes the cumulative loss count go down; that is not a
+// loss of 2^64 packets.
+func TestLostCountGoingDownIsNoLoss(t *testing.T) {
+	e := newPathEstimator()
+	o := Observation{At: t0, RxAge: time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN(), RxPackets: 1000, Lost: 5}
+	e.update(o)
+	for i := 1; i <= 40; i++ {
+		o.At = t0.Add(time.Duration(i) * step)
+		o.RxPackets += 20
+		if i == 3 {
+			o.Lost = 4
+		}
+		e.update(o)
+	}
+	if est := e.est; est.LossKnown && est.Loss > 0.01 {
+		t.Fatalf("loss %.3f after the loss count went down", est.Loss)
+	}
+}
