@@ -263,6 +263,39 @@ static __always_inline void measure_telemetry(struct rx_path_stats *st, const st
 	}
 }
 
+/* Compact packets get back the IPv4 header they left with: the tunnel's addresses,
+ * protocol TCP, the length without what the sender added, a fresh checksum. */
+static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
+					   const struct rx_tunnel *t, __u32 added)
+{
+	struct ethhdr e = *eth;
+	struct iphdr h = *ip;
+	if (bpf_xdp_adjust_head(ctx, added))
+		return verdict(RCV_DROP_ADJUST, XDP_DROP);
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	eth = data;
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > end)
+		return verdict(RCV_DROP_ADJUST, XDP_DROP);
+	h.tot_len = bpf_htons(bpf_ntohs(h.tot_len) - added);
+	h.protocol = IPPROTO_TCP;
+	h.saddr = t->peer;
+	h.daddr = t->local;
+	h.check = 0;
+	__u16 *w = (void *)&h;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	h.check = ~sum;
+	__builtin_memcpy(eth, &e, sizeof(e));
+	__builtin_memcpy(ip, &h, sizeof(h));
+	return XDP_PASS;
+}
+
 static __always_inline int receive(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -313,8 +346,15 @@ static __always_inline int receive(struct xdp_md *ctx)
 			return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
 		inner_start = tel + 1;
 	}
-	struct iphdr *inner = inner_start;
-	if (!(flags & PLAIT_F_PROBE)) {
+	int compact = (flags & (PLAIT_F_COMPACT | PLAIT_F_PROBE)) == PLAIT_F_COMPACT;
+	if (compact) {
+		/* A TCP segment follows; its IPv4 header is the outer one, without options. */
+		if (inner_start + 20 > end)
+			return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
+		if (hl != sizeof(*ip) || !t->local)
+			return verdict(RCV_DROP_BAD_INNER, XDP_DROP);
+	} else if (!(flags & PLAIT_F_PROBE)) {
+		struct iphdr *inner = inner_start;
 		if ((void *)(inner + 1) > end)
 			return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
 		__u32 inner_len = bpf_ntohs(inner->tot_len);
@@ -352,6 +392,8 @@ static __always_inline int receive(struct xdp_md *ctx)
 	int in_order = track_path(ps, pst, path_seq);
 	track_seq(sh, &rs->tunnel, bpf_ntohl(ph->seq), in_order, now, t->epoch);
 
+	if (compact)
+		return restore_compact(ctx, eth, ip, t, inner_start - (void *)(ip + 1));
 	/* Move the Ethernet header forward over the outer headers. */
 	struct ethhdr outer = *eth;
 	if (bpf_xdp_adjust_head(ctx, inner_start - data - sizeof(struct ethhdr)))

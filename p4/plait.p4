@@ -74,6 +74,7 @@ parser PlaitParser(packet_in packet,
         transition select(hdr.plait.flags) {
             PLAIT_F_TELEMETRY &&& PLAIT_F_TELEMETRY: parse_plait_tel;
             PLAIT_F_PROBE &&& PLAIT_F_PROBE: accept;
+            PLAIT_F_COMPACT &&& PLAIT_F_COMPACT: accept; // a TCP segment follows
             default: parse_inner_ipv4;
         }
     }
@@ -82,6 +83,7 @@ parser PlaitParser(packet_in packet,
         packet.extract(hdr.plait_tel);
         transition select(hdr.plait.flags) {
             PLAIT_F_PROBE &&& PLAIT_F_PROBE: accept;
+            PLAIT_F_COMPACT &&& PLAIT_F_COMPACT: accept;
             default: parse_inner_ipv4;
         }
     }

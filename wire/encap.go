@@ -58,3 +58,44 @@ func Checksum(b []byte) uint16 {
 	}
 	return ^uint16(sum)
 }
+
+// AppendCompact appends the compact form of an IPv4/TCP packet (ip: its header without
+// options, then the segment): the same header with the path's addresses, protocol UDP,
+// the length grown by CompactLen (+ TelemetryLen) and the checksum recomputed; then UDP
+// (checksum 0), h (with FlagCompact), tel when h asks for it, and the TCP segment.
+func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([]byte, error) {
+	if len(packet) < 20 || packet[0] != 0x45 || packet[9] != 6 {
+		return nil, fmt.Errorf("wire: compact form needs IPv4 without options carrying TCP")
+	}
+	if !o.Src.Is4() || !o.Dst.Is4() {
+		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
+	}
+	h.Flags |= FlagCompact
+	add := CompactLen
+	if h.Flags&FlagTelemetry != 0 {
+		add += TelemetryLen
+	}
+	n := len(packet) + add
+	if n > 0xffff {
+		return nil, fmt.Errorf("wire: %d-byte packet does not fit IPv4", n)
+	}
+	start := len(b)
+	b = append(b, packet[:20]...)
+	ip := b[start:]
+	binary.BigEndian.PutUint16(ip[2:], uint16(n))
+	ip[9] = 17
+	src, dst := o.Src.As4(), o.Dst.As4()
+	copy(ip[12:], src[:])
+	copy(ip[16:], dst[:])
+	binary.BigEndian.PutUint16(ip[10:], 0)
+	binary.BigEndian.PutUint16(ip[10:], Checksum(ip[:20]))
+	b = binary.BigEndian.AppendUint16(b, o.Port)
+	b = binary.BigEndian.AppendUint16(b, o.Port)
+	b = binary.BigEndian.AppendUint16(b, uint16(n-20))
+	b = append(b, 0, 0)
+	b = AppendHeader(b, h)
+	if h.Flags&FlagTelemetry != 0 {
+		b = AppendTelemetry(b, tel)
+	}
+	return append(b, packet[20:]...), nil
+}

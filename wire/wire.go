@@ -3,6 +3,11 @@
 // (p4/include/headers.p4) definitions must agree with Layout; tests/wireformat checks it.
 //
 //	Ethernet | outer IPv4 | UDP (dst Port) | Header | [Telemetry, if FlagTelemetry] | inner IPv4
+//
+// Compact packets (FlagCompact) carry TCP between the tunnel's two own addresses with one
+// IPv4 header: the original, rewritten to the path's addresses and protocol UDP.
+//
+//	Ethernet | IPv4 (rewritten) | UDP | Header | [Telemetry] | TCP segment
 package wire
 
 import (
@@ -22,12 +27,15 @@ const (
 	TelemetryLen = 8
 	// EncapLen is what a sender adds in front of the inner IPv4 packet without telemetry.
 	EncapLen = 20 + 8 + HeaderLen
+	// CompactLen is what a compact packet adds after its own (rewritten) IPv4 header.
+	CompactLen = 8 + HeaderLen
 )
 
 // Flags, in the low nibble of the first byte.
 const (
 	FlagProbe     = 0x1 // measurement probe: no inner packet follows
 	FlagTelemetry = 0x2 // a Telemetry block follows the header
+	FlagCompact   = 0x4 // a TCP segment follows; its IPv4 header is the outer one
 )
 
 // Field describes one field of a wire structure; Layout lists them in wire order so the

@@ -266,7 +266,7 @@ func (a *Agent) apply(t *tunnel, fresh bool) error {
 	if err := a.dp.SetReceivePorts(a.ports(t)); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
-	if err := a.dp.SetReceiver(uint16(t.cfg.Id), t.slot, 0); err != nil {
+	if err := a.dp.SetReceiver(t.receiver()); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
 	if err := a.writeSender(t); err != nil {
@@ -303,7 +303,7 @@ func (a *Agent) applyReceiveOnly(t *tunnel, fresh bool) error {
 	if err := a.dp.SetReceivePorts(a.ports(t)); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
-	if err := a.dp.SetReceiver(uint16(t.cfg.Id), t.slot, 0); err != nil {
+	if err := a.dp.SetReceiver(t.receiver()); err != nil {
 		return status.Errorf(codes.Internal, "%v", err)
 	}
 	return nil

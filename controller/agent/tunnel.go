@@ -21,6 +21,7 @@ type tunnel struct {
 	cfg    *pb.TunnelConfig // with defaults filled in; weights and mode track changes
 	slot   uint32
 	addr   netip.Prefix // local tunnel address
+	peer   netip.Addr   // the other end's tunnel address, for compact packets
 	remote netip.Prefix // striped destinations
 	mtu    int
 	paths  []*path
@@ -71,6 +72,15 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		}
 	}
 	cfg.RemotePrefix = remote.Masked().String()
+	var peer netip.Addr
+	if cfg.PeerAddress != "" {
+		if peer, err = netip.ParseAddr(cfg.PeerAddress); err != nil || !peer.Is4() || peer == addr.Addr() {
+			return nil, invalid("peer address %q is not the other end's IPv4 tunnel address", cfg.PeerAddress)
+		}
+		if !remote.Contains(peer) {
+			return nil, invalid("peer address %s is outside the striped prefix %s", peer, remote)
+		}
+	}
 	if cfg.Port == 0 {
 		cfg.Port = wire.Port
 	}
@@ -100,7 +110,7 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		return nil, invalid("%v", err)
 	}
 
-	t := &tunnel{cfg: cfg, addr: addr, remote: remote.Masked(), mtu: math.MaxInt}
+	t := &tunnel{cfg: cfg, addr: addr, peer: peer, remote: remote.Masked(), mtu: math.MaxInt}
 	names := map[string]bool{}
 	pairs := map[[2]netip.Addr]string{}
 	for i, pc := range cfg.Paths {
@@ -126,6 +136,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		t.paths = append(t.paths, p)
 	}
 	overhead := wire.EncapLen
+	if peer.IsValid() {
+		overhead = wire.CompactLen
+	}
 	if cfg.Telemetry {
 		overhead += wire.TelemetryLen
 	}
@@ -146,7 +159,7 @@ func resolveReceiveOnly(cfg *pb.TunnelConfig, addr netip.Prefix) (*tunnel, error
 	if err != nil {
 		return nil, invalid("receive-only tunnel %d: %v", cfg.Id, err)
 	}
-	cfg.Mode, cfg.RemotePrefix = pb.Mode_MODE_UNSPECIFIED, ""
+	cfg.Mode, cfg.RemotePrefix, cfg.PeerAddress = pb.Mode_MODE_UNSPECIFIED, "", ""
 	return &tunnel{cfg: cfg, addr: addr, mtu: l.Attrs().MTU, rxIfindex: l.Attrs().Index}, nil
 }
 
@@ -201,14 +214,22 @@ func (p *path) resolve(l netlink.Link, timeout time.Duration) {
 // datapath returns the sender's view of the tunnel.
 func (t *tunnel) datapath() datapath.Tunnel {
 	mode := map[pb.Mode]datapath.Mode{pb.Mode_MODE_RR: datapath.ModeRR, pb.Mode_MODE_WRR: datapath.ModeWRR, pb.Mode_MODE_EDPF: datapath.ModeEDPF}[t.cfg.Mode]
-	dt := datapath.Tunnel{Slot: t.slot, ID: uint16(t.cfg.Id), Prefix: t.remote, Port: uint16(t.cfg.Port), Mode: mode, Telemetry: t.cfg.Telemetry}
+	dt := datapath.Tunnel{Slot: t.slot, ID: uint16(t.cfg.Id), Prefix: t.remote, Port: uint16(t.cfg.Port), Mode: mode,
+		Telemetry: t.cfg.Telemetry, Compact: t.peer.IsValid(), Local: t.addr.Addr(), Peer: t.peer}
 	for i, p := range t.paths {
 		dt.Paths = append(dt.Paths, datapath.Path{
 			Ifindex: uint32(p.ifindex), SrcIP: p.local, DstIP: p.remote, SrcMAC: p.localMAC, DstMAC: p.hopMAC,
 			Up: p.usable(), Weight: t.cfg.Weights[i], RateBps: p.est.RateBps, DelayNs: uint32(max(0, p.est.DelayUs*1000)),
+			MTU: uint32(p.mtu),
 		})
 	}
 	return dt
+}
+
+// receiver is the receiver's view: compact packets from the peer are restored to travel
+// from its tunnel address to this one.
+func (t *tunnel) receiver() datapath.Receiver {
+	return datapath.Receiver{ID: uint16(t.cfg.Id), Slot: t.slot, Peer: t.peer, Local: t.addr.Addr()}
 }
 
 func (t *tunnel) pathByName(name string) (int, *path, error) {

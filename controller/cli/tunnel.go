@@ -72,6 +72,7 @@ func newTunnelAddCmd() *cobra.Command {
 	f.StringVar(&mode, "mode", "", "scheduler: rr, wrr or edpf (default wrr)")
 	f.StringSliceVar(&weights, "weights", nil, "wrr weights, one per path (default equal)")
 	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
+	f.StringVar(&cfg.PeerAddress, "peer", "", "the other end's tunnel address: TCP between the two goes compact (20 bytes less a packet)")
 	f.BoolVar(&cfg.ReceiveOnly, "receive-only", false, "only measure and untag on --device (an existing interface): a split switch encapsulates")
 	for _, name := range []string{"id", "device", "address"} {
 		cmd.MarkFlagRequired(name)

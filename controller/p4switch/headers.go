@@ -1,6 +1,10 @@
 package p4switch
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/plait/plait/wire"
+)
 
 // The header instances of plait.p4's headers_t, in deparser order.
 const (
@@ -17,10 +21,8 @@ const (
 const (
 	etherTypeIPv4 = 0x0800
 	ipProtoUDP    = 17
-	plaitUDPPort  = 7733
-	plaitVersion  = 1
-	flagProbe     = 0x1
-	flagTelemetry = 0x2
+	plaitUDPPort  = wire.Port
+	plaitVersion  = wire.Version
 
 	lenCtrlHdr = 2
 	lenEth     = 14
@@ -132,7 +134,7 @@ func parse(frame []byte, ingressPort, cpuPort uint16, h *headers) int {
 	}
 	h.valid |= hPlait
 	off += lenPlait
-	if h.plait.flags&flagTelemetry != 0 {
+	if h.plait.flags&wire.FlagTelemetry != 0 {
 		if len(frame)-off < lenTel {
 			return off
 		}
@@ -141,7 +143,8 @@ func parse(frame []byte, ingressPort, cpuPort uint16, h *headers) int {
 		h.valid |= hPlaitTel
 		off += lenTel
 	}
-	if h.plait.flags&flagProbe != 0 || len(frame)-off < lenIPv4 {
+	// Probes end here; compact packets go on with a TCP segment, not an IPv4 header.
+	if h.plait.flags&(wire.FlagProbe|wire.FlagCompact) != 0 || len(frame)-off < lenIPv4 {
 		return off
 	}
 	readIPv4(frame[off:], &h.inner)

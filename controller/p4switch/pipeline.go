@@ -1,6 +1,10 @@
 package p4switch
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/plait/plait/wire"
+)
 
 // Pipeline is plait.p4 in Go: the same parser, tables, actions, counters, registers,
 // checksum update and deparser, with the same v1model semantics (egress_spec 0 unless set,
@@ -149,7 +153,7 @@ func (p *Pipeline) encap(s *packetState, a *[maxParams]uint64) {
 	h.valid |= hUDP | hPlait | hPlaitTel
 	h.udp = udpHdr{srcPort: plaitUDPPort, dstPort: plaitUDPPort, length: h.inner.totalLen + encapLen - lenIPv4}
 	h.plait = plaitHdr{
-		version: plaitVersion, flags: flagTelemetry, pathID: m.pathID, tunnelID: m.tunnelID,
+		version: plaitVersion, flags: wire.FlagTelemetry, pathID: m.pathID, tunnelID: m.tunnelID,
 		seq: seq, pathSeq: pseq, txNs: uint32(sm.ingressTsUs * 1000),
 	}
 	h.tel = plaitTelHdr{}

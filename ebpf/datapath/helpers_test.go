@@ -38,6 +38,7 @@ func testPath(i int) Path {
 		DstMAC:  pkt.MAC("02:00:00:00:02:0" + string(rune('0'+i))),
 		Up:      true,
 		Weight:  1,
+		MTU:     1500,
 	}
 }
 

@@ -101,6 +101,8 @@ type receiverRxTunnel struct {
 	Valid  uint32
 	BiasNs int32
 	Epoch  uint32
+	Peer   uint32
+	Local  uint32
 }
 
 // Names of all BPF objects in the ELF.

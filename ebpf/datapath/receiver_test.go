@@ -21,7 +21,7 @@ func configureReceiver(t testing.TB, d *Datapath) {
 	if err := d.ResetReceiver(rxSlot); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetReceiver(rxTunnel, rxSlot, 0); err != nil {
+	if err := d.SetReceiver(Receiver{ID: rxTunnel, Slot: rxSlot, Peer: innerSrc, Local: innerDst}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -36,6 +36,18 @@ func plaitPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte
 	p := testPath(int(a.path))
 	h := wire.Header{Version: 1, Flags: flags, PathID: uint8(a.path), TunnelID: rxTunnel, Seq: a.seq, PathSeq: a.pathSeq, TxNs: txNs}
 	body, err := wire.AppendEncap(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, h, wire.Telemetry{QueueUs: 250, MaxQdepth: 7, Hops: 1}, inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkt.Ethernet(p.DstMAC, p.SrcMAC, pkt.EtherTypeIPv4, body)
+}
+
+// compactPacket is the compact form of an inner IPv4/TCP packet on path a.path.
+func compactPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte) []byte {
+	t.Helper()
+	p := testPath(int(a.path))
+	h := wire.Header{Version: 1, Flags: flags | wire.FlagCompact, PathID: uint8(a.path), TunnelID: rxTunnel, Seq: a.seq, PathSeq: a.pathSeq, TxNs: txNs}
+	body, err := wire.AppendCompact(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, h, wire.Telemetry{QueueUs: 250, MaxQdepth: 7, Hops: 1}, inner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +340,7 @@ func TestReceiverPassesOtherTraffic(t *testing.T) {
 
 // classify is the receiver's verdict for a frame, from the rules in docs/design.md, written
 // independently of the C program.
-func classify(b []byte, tunnelValid func(uint16) bool) string {
+func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 	be := binary.BigEndian
 	if len(b) < 14 || be.Uint16(b[12:]) != pkt.EtherTypeIPv4 || len(b) < 34 {
 		return "pass_not_ipv4"
@@ -375,6 +387,15 @@ func classify(b []byte, tunnelValid func(uint16) bool) string {
 		}
 		rest = rest[8:]
 	}
+	if ph[0]&(wire.FlagCompact|wire.FlagProbe) == wire.FlagCompact {
+		switch {
+		case len(rest) < 20:
+			return "drop_truncated"
+		case hl != 20 || !restores(be.Uint16(ph[2:])):
+			return "drop_bad_inner"
+		}
+		return "decap"
+	}
 	if ph[0]&wire.FlagProbe != 0 {
 		return "probe"
 	}
@@ -395,16 +416,17 @@ func TestReceiverRandomAndMutatedPackets(t *testing.T) {
 	const n = 100000
 	d := load(t)
 	configureReceiver(t, d)
-	if err := d.SetReceiver(7, rxSlot, 0); err != nil {
+	if err := d.SetReceiver(Receiver{ID: 7, Slot: rxSlot}); err != nil {
 		t.Fatal(err)
 	}
 	valid := func(id uint16) bool { return id == rxTunnel || id == 7 }
+	restores := func(id uint16) bool { return id == rxTunnel }
 	rng := rand.New(rand.NewPCG(7, 7))
 	want := map[string]uint64{}
 	var decapped, probes uint64
 	for i := 0; i < n; i++ {
 		in := randomFrame(t, rng, uint32(i))
-		verdict := classify(in, valid)
+		verdict := classify(in, valid, restores)
 		want[verdict]++
 		ret, out := run(t, d.rcv.PlaitReceiver, in)
 		wantRet := uint32(xdpPass)
@@ -417,6 +439,13 @@ func TestReceiverRandomAndMutatedPackets(t *testing.T) {
 		switch verdict {
 		case "decap":
 			decapped++
+			if in[14+28]&wire.FlagCompact != 0 {
+				// Restored: the tunnel's addresses, TCP, and a header that checks out.
+				if out[14+9] != pkt.ProtoTCP || !bytes.Equal(out[14+12:14+20], append(innerSrc.AsSlice(), innerDst.AsSlice()...)) || wire.Checksum(out[14:34]) != 0 {
+					t.Fatalf("frame %d: compact frame not restored\n% x\n% x", i, in, out)
+				}
+				break
+			}
 			inner := in[len(in)-len(out)+14:]
 			if !bytes.Equal(out[14:], inner) || !bytes.Equal(out[:12], in[:12]) {
 				t.Fatalf("frame %d: decapsulated frame is not the inner packet\n% x\n% x", i, in, out)
@@ -470,12 +499,18 @@ func randomFrame(t testing.TB, rng *rand.Rand, i uint32) []byte {
 		flags |= wire.FlagTelemetry
 	}
 	var inner []byte
-	if rng.IntN(10) == 0 {
+	var b []byte
+	switch rng.IntN(10) {
+	case 0:
 		flags |= wire.FlagProbe
-	} else {
+	case 1, 2:
+		b = compactPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), innerPacket(i, rng.IntN(300))[14:])
+	default:
 		inner = innerPacket(i, rng.IntN(300))[14:]
 	}
-	b := plaitPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), inner)
+	if b == nil {
+		b = plaitPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), inner)
+	}
 	for m := rng.IntN(4); m > 0; m-- {
 		switch rng.IntN(5) {
 		case 0: // flip a byte in the headers
@@ -497,4 +532,30 @@ func randomFrame(t testing.TB, rng *rand.Rand, i uint32) []byte {
 		}
 	}
 	return b
+}
+
+// A compact packet is restored to exactly the packet the sender was given.
+func TestReceiverRestoresCompactExactly(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	for _, tel := range []bool{false, true} {
+		tun := testTunnel(ModeWRR, 2)
+		tun.ID, tun.Telemetry, tun.Compact, tun.Local, tun.Peer = rxTunnel, tel, true, innerSrc, innerDst
+		configure(t, d, tun)
+		for _, size := range []int{0, 1, 100, 1400} {
+			in := innerPacket(uint32(size), size)
+			ret, encapped, h := sent(t, d, in)
+			if ret != tcActRedirect || h.Flags&wire.FlagCompact == 0 {
+				t.Fatalf("sender: verdict %d flags %#x, want a compact packet", ret, h.Flags)
+			}
+			ret, out := run(t, d.rcv.PlaitReceiver, encapped)
+			if ret != xdpPass {
+				t.Fatalf("receiver verdict %d", ret)
+			}
+			want := pkt.Ethernet(encapped[0:6], encapped[6:12], pkt.EtherTypeIPv4, in[14:])
+			if !bytes.Equal(out, want) {
+				t.Fatalf("telemetry=%v size %d: restored packet differs\n got % x\nwant % x", tel, size, out, want)
+			}
+		}
+	}
 }

@@ -23,6 +23,8 @@ type senderTxCfg struct {
 	N_paths  uint8
 	UpMask   uint8
 	Flags    uint8
+	Local    uint32
+	Peer     uint32
 	Paths    [8]senderTxPath
 	Slots    [1024]uint8
 }
@@ -37,6 +39,7 @@ type senderTxPath struct {
 	DstMac   [6]uint8
 	ByteTime uint32
 	DelayNs  uint32
+	Mtu      uint32
 }
 
 type senderTxPathStats struct {

@@ -317,3 +317,49 @@ func TestSmoothWRRInterleaves(t *testing.T) {
 		t.Fatal("all-zero weights accepted")
 	}
 }
+
+// TCP between the tunnel's own addresses goes compact; anything else is encapsulated whole,
+// and what no longer fits the path MTU then is refused by name.
+func TestSenderCompact(t *testing.T) {
+	d := load(t)
+	tun := testTunnel(ModeWRR, 1)
+	tun.Compact, tun.Local, tun.Peer = true, innerSrc, innerDst
+	configure(t, d, tun)
+
+	in := innerPacket(77, 1000)
+	ret, out, h := sent(t, d, in)
+	p := tun.Paths[0]
+	wh := wire.Header{Version: 1, Flags: wire.FlagCompact, TunnelID: 42, TxNs: h.TxNs}
+	body, err := wire.AppendCompact(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, wh, wire.Telemetry{}, in[14:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := pkt.Ethernet(p.DstMAC, p.SrcMAC, pkt.EtherTypeIPv4, body); ret != tcActRedirect || !bytes.Equal(out, want) {
+		t.Fatalf("compact packet differs (verdict %d)\n got % x\nwant % x", ret, out, want)
+	}
+	if len(out) != len(in)+wire.CompactLen {
+		t.Fatalf("compact adds %d bytes, want %d", len(out)-len(in), wire.CompactLen)
+	}
+
+	other := netip.MustParseAddr("10.99.0.5")
+	udp := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeIPv4, pkt.IPv4(innerSrc, innerDst, pkt.ProtoUDP, 1, pkt.UDP(innerSrc, innerDst, 1, 2, make([]byte, 100))))
+	toOther := pkt.TCPPacket(tunPeer, tunMAC, innerSrc, other, 1, 100)
+	for name, in := range map[string][]byte{"udp": udp, "tcp to another host": toOther} {
+		if _, _, h := sent(t, d, in); h.Flags&wire.FlagCompact != 0 {
+			t.Errorf("%s went compact", name)
+		}
+	}
+	// A 1476-byte TCP packet fits the path compact; a 1476-byte UDP packet does not fit
+	// encapsulated whole.
+	if ret, _, _ := sent(t, d, innerPacket(1, 1476-40)); ret != tcActRedirect {
+		t.Errorf("full-size compact TCP packet: verdict %d", ret)
+	}
+	big := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeIPv4, pkt.IPv4(innerSrc, innerDst, pkt.ProtoUDP, 1, pkt.UDP(innerSrc, innerDst, 1, 2, make([]byte, 1476-28))))
+	if ret, _, _ := sent(t, d, big); ret != tcActShot {
+		t.Errorf("oversized UDP packet: verdict %d, want drop", ret)
+	}
+	snd, _, _ := d.Verdicts([]uint32{3})
+	if snd["drop_too_big"] != 1 {
+		t.Errorf("verdicts %v, want one drop_too_big", snd)
+	}
+}

@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,7 +19,7 @@ import (
 var (
 	SenderVerdicts = []string{
 		"pass_not_ipv4", "pass_no_tunnel", "pass_not_tunnel",
-		"drop_malformed", "drop_gso", "drop_no_path", "drop_adjust",
+		"drop_malformed", "drop_gso", "drop_too_big", "drop_no_path", "drop_adjust",
 	}
 	ReceiverVerdicts = []string{
 		"pass_not_ipv4", "pass_not_udp", "pass_other_port", "pass_fragment",
@@ -114,14 +116,28 @@ func (d *Datapath) SetReceivePorts(ports []uint16) error {
 	return nil
 }
 
-// SetReceiver makes the receiver accept tunnel id and count it in slot. biasNs is
-// subtracted from receive-minus-send times before they are read as signed 32-bit values.
-func (d *Datapath) SetReceiver(id uint16, slot uint32, biasNs int32) error {
+// Receiver is what the receiver knows of a tunnel.
+type Receiver struct {
+	ID     uint16
+	Slot   uint32
+	BiasNs int32 // subtracted from receive-minus-send times before the signed cast
+	// Compact packets are restored to travel from Peer to Local (the tunnel's addresses);
+	// without them the tunnel takes no compact packets.
+	Peer, Local netip.Addr
+}
+
+// SetReceiver makes the receiver accept a tunnel.
+func (d *Datapath) SetReceiver(r Receiver) error {
+	id := r.ID
 	var t receiverRxTunnel
 	if err := d.rcv.RcvTunnels.Lookup(uint32(id), &t); err != nil {
 		return fmt.Errorf("read receiver tunnel %d: %w", id, err)
 	}
-	t.Slot, t.Valid, t.BiasNs = slot, 1, biasNs
+	t.Slot, t.Valid, t.BiasNs, t.Peer, t.Local = r.Slot, 1, r.BiasNs, 0, 0
+	if r.Peer.Is4() && r.Local.Is4() {
+		peer, local := r.Peer.As4(), r.Local.As4()
+		t.Peer, t.Local = binary.NativeEndian.Uint32(peer[:]), binary.NativeEndian.Uint32(local[:])
+	}
 	if t.Epoch == 0 {
 		// Epoch 0 would look like the zeroed per-CPU slots that were never written.
 		t.Epoch = 1

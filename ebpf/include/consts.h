@@ -30,6 +30,7 @@ enum plait_mode {
 
 /* tx_cfg.flags */
 #define TX_F_TELEMETRY 0x1
+#define TX_F_COMPACT 0x2 /* send TCP between the tunnel's own addresses compact */
 
 /* Sender verdicts and drop reasons; names in ebpf/datapath/stats.go must match. Packets
  * sent on a path are counted per path (snd_paths), not here. */
@@ -40,6 +41,8 @@ enum sender_stat {
 	SND_DROP_MALFORMED,  /* IPv4 header shorter than its IHL says */
 	SND_DROP_GSO,        /* a GSO super-packet: one tag cannot number its segments;
 			      * the tunnel device needs gso_max_segs 1 (the agent sets it) */
+	SND_DROP_TOO_BIG,    /* a packet that cannot be compact does not fit the path MTU:
+			      * with compact tunnels only TCP gets the larger MTU */
 	SND_DROP_NO_PATH,    /* every path is down */
 	SND_DROP_ADJUST,     /* no room to encapsulate */
 	SND_STAT_MAX,

@@ -4,6 +4,12 @@
  * On the wire:  Ethernet | outer IPv4 | UDP (dst PLAIT_UDP_PORT) | plait_hdr
  *               | [plait_tel, when PLAIT_F_TELEMETRY] | original IPv4 packet
  *
+ * Compact (PLAIT_F_COMPACT), for TCP between the tunnel's two own addresses: the original
+ * IPv4 header itself becomes the outer one (path addresses, protocol UDP, length and
+ * checksum adjusted; TTL, TOS, ID and DF kept), and what follows the Plait header is the
+ * original TCP segment. The receiver restores the header from the tunnel's addresses:
+ *               Ethernet | IPv4 (rewritten) | UDP | plait_hdr | [plait_tel] | TCP ...
+ *
  * The same layout is defined in wire/wire.go and p4/include/headers.p4; the test in
  * tests/wireformat checks all three against each other. Change all three or none.
  */
@@ -18,6 +24,7 @@
 /* Flags (low nibble of ver_flags). */
 #define PLAIT_F_PROBE 0x1     /* measurement probe: no inner packet follows */
 #define PLAIT_F_TELEMETRY 0x2 /* a plait_tel block follows the header */
+#define PLAIT_F_COMPACT 0x4   /* a TCP segment follows, its IPv4 header is the outer one */
 
 struct plait_hdr {
 	__u8 ver_flags;   /* version in the high nibble (PLAIT_VERSION), PLAIT_F_* flags in the low */
@@ -40,6 +47,8 @@ struct plait_tel {
 
 /* Outer headers a sender adds in front of the original IPv4 packet. */
 #define PLAIT_ENCAP_LEN (20 /* IPv4 */ + 8 /* UDP */ + sizeof(struct plait_hdr))
+/* What a compact packet adds after its (rewritten) IPv4 header. */
+#define PLAIT_COMPACT_LEN (8 /* UDP */ + sizeof(struct plait_hdr))
 #define PLAIT_TEL_LEN (sizeof(struct plait_tel))
 
 #endif /* PLAIT_H */

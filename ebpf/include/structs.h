@@ -19,6 +19,7 @@ struct tx_path {
 	__u8 dst_mac[6];   /* next hop */
 	__u32 byte_time;   /* edpf: serialisation time of one byte, ns << 10 (0: unusable) */
 	__u32 delay_ns;    /* edpf: one-way delay estimate */
+	__u32 mtu;         /* of the path's interface */
 };
 
 /* A tunnel's configuration; the agent writes the copy that is not live, then flips snd_gens. */
@@ -31,6 +32,8 @@ struct tx_cfg {
 	__u8 n_paths;
 	__u8 up_mask;    /* bit i: path i may carry packets */
 	__u8 flags;      /* TX_F_* */
+	__be32 local;    /* compact: the tunnel's own address ... */
+	__be32 peer;     /* ... and the peer's: TCP between them is sent compact */
 	struct tx_path paths[PLAIT_MAX_PATHS];
 	__u8 slots[WRR_SLOTS]; /* wrr: path of each slot */
 };
@@ -58,6 +61,8 @@ struct rx_tunnel {
 	__u32 valid;
 	__s32 bias_ns; /* subtracted from receive-minus-send before the signed cast */
 	__u32 epoch;   /* interval number, bumped by the agent; selects the min/max slot */
+	__be32 peer;   /* compact packets are restored to come from peer ... */
+	__be32 local;  /* ... to local (0: this tunnel takes no compact packets) */
 };
 
 /* The previous arrival of a sequence, for packet pairs. */

@@ -13,6 +13,7 @@ const bit<16> PLAIT_UDP_PORT = 7733;
 const bit<4> PLAIT_VERSION = 1;
 const bit<4> PLAIT_F_PROBE = 0x1;     // measurement probe: no inner packet follows
 const bit<4> PLAIT_F_TELEMETRY = 0x2; // a plait_tel block follows the header
+const bit<4> PLAIT_F_COMPACT = 0x4;   // a TCP segment follows; its IPv4 header is the outer one
 
 header ethernet_t {
     bit<48> dst_addr;

@@ -179,6 +179,17 @@ vector(
     input={"port": 1, "packet": chunks(*probe_in)},
     expect=[{"port": 2, "packet": chunks(*probe_out), "bmv2_ignore": [[14 + 20 + 8 + 16, 4, "queue_us"]]}],
 )
+tcp_segment = [raw(struct.pack("!HHIIBBHHH", 40000, 5201, 1, 0, 5 << 4, 0x18, 65535, 0x1234, 0), "tcp 40000 -> 5201 seq 1 ACK|PSH csum 0x1234"), payload]
+compact_in = plait_pkt(tel(500, 7, 2), 0, flags=0x6, body=tcp_segment)
+compact_out = plait_pkt(tel(500, 7, 3), 0, flags=0x6, body=tcp_segment)
+vector(
+    "telemetry_compact",
+    description="a compact packet (flags C|T: a TCP segment follows the Plait headers, no inner IPv4) is stamped and its segment left alone",
+    entries=[fwd12],
+    input={"port": 1, "packet": chunks(*compact_in)},
+    expect=[{"port": 2, "packet": chunks(*compact_out), "bmv2_ignore": [[14 + 20 + 8 + 16, 4, "queue_us"]]}],
+    counters=[{"name": "path_counter", "index": (0x0102 % 64) * 8 + 2, "packets": 1, "bytes": length(*compact_in)}],
+)
 plain = plait_pkt(None, 0x1111, flags=0x0)
 vector(
     "plait_without_telemetry",

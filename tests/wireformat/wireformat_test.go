@@ -45,8 +45,8 @@ func TestP4Layout(t *testing.T) {
 	if c := prog.Consts["PLAIT_VERSION"]; c != wire.Version {
 		t.Errorf("P4 PLAIT_VERSION %d, wire.Version %d", c, wire.Version)
 	}
-	if prog.Consts["PLAIT_F_PROBE"] != wire.FlagProbe || prog.Consts["PLAIT_F_TELEMETRY"] != wire.FlagTelemetry {
-		t.Errorf("P4 flags %d/%d, wire %d/%d", prog.Consts["PLAIT_F_PROBE"], prog.Consts["PLAIT_F_TELEMETRY"], wire.FlagProbe, wire.FlagTelemetry)
+	if prog.Consts["PLAIT_F_PROBE"] != wire.FlagProbe || prog.Consts["PLAIT_F_TELEMETRY"] != wire.FlagTelemetry || prog.Consts["PLAIT_F_COMPACT"] != wire.FlagCompact {
+		t.Errorf("P4 flags %d/%d/%d, wire %d/%d/%d", prog.Consts["PLAIT_F_PROBE"], prog.Consts["PLAIT_F_TELEMETRY"], prog.Consts["PLAIT_F_COMPACT"], wire.FlagProbe, wire.FlagTelemetry, wire.FlagCompact)
 	}
 }
 
