@@ -194,7 +194,7 @@ func (l *Lab) startAgent(ns *nstest.NS, sock string) {
 }
 
 func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float64) {
-	args := []string{"--agent", sock, "tunnel", "add", "--id", "1", "--device", "plait0", "--address", "10.99.0." + local + "/24"}
+	args := []string{"--agent", sock, "tunnel", "add", "--id", "1", "--device", "plait0", "--address", "10.99.0." + local + "/24", "--peer", "10.99.0." + remote}
 	for i, p := range l.Paths {
 		args = append(args, "--path", fmt.Sprintf("name=%s,dev=eth%d,remote=10.0.%d.%s", p.Name, i+1, i+1, remote))
 	}
