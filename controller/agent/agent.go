@@ -91,6 +91,9 @@ func New(opts ...Option) (*Agent, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the agent needs root (CAP_BPF and CAP_NET_ADMIN) to load eBPF and configure interfaces: run it with sudo")
 	}
+	if err := dropStale(o); err != nil {
+		return nil, err
+	}
 	dp, err := datapath.Load(o.pinDir)
 	if err != nil {
 		return nil, fmt.Errorf("load the eBPF datapath: %w", err)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -366,5 +367,36 @@ func TestCompactTunnel(t *testing.T) {
 	_, rcv, _ := p.a2.dp.Verdicts([]uint32{0})
 	if rcv["drop_bad_inner"] != 0 || rcv["decap"] < pkts/2 {
 		t.Errorf("receiver verdicts %v", rcv)
+	}
+}
+
+// Pins and state a vanished namespace left behind (its inode now this namespace's) are
+// not taken over: the agent starts afresh instead of restoring someone else's tunnels.
+func TestStaleStateFromAnotherNamespaceIsDropped(t *testing.T) {
+	ns := nstest.New(t, "stale")
+	nstest.Veth(t, ns, "eth1", nstest.New(t, "other"), "eth1")
+	pin := filepath.Join("/sys/fs/bpf/plait", ns.Name)
+	t.Cleanup(func() { os.RemoveAll(pin) })
+	state := filepath.Join(t.TempDir(), "state.json")
+	if err := os.MkdirAll(filepath.Join(pin, "leftover"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"netns_cookie": 1, "tunnels": [{"config": {"id": 9, "device": "plait0", "address": "10.99.0.1/24", "paths": [{"interface": "eth1", "remoteAddr": "10.0.1.2"}]}}]}`
+	if err := os.WriteFile(state, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var a *Agent
+	if err := ns.Do(func() (err error) {
+		a, err = New(WithPinDir(pin), WithStateFile(state), WithLogger(slog.New(slog.DiscardHandler)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if l, _ := a.ListTunnels(context.Background(), &pb.Empty{}); len(l.Tunnels) != 0 {
+		t.Fatalf("took over another namespace's tunnels: %v", l.Tunnels)
+	}
+	if _, err := os.Stat(filepath.Join(pin, "leftover")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale pins kept: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	pb "github.com/plait/plait/api/plait/v1"
@@ -17,7 +18,10 @@ import (
 // The configuration survives agent restarts in a JSON file beside (not in) the bpffs pins:
 // the pins keep the datapath running, the file lets a new agent take it over.
 type savedState struct {
-	Tunnels []savedTunnel `json:"tunnels"`
+	// NetnsCookie identifies the network namespace the state belongs to: inode numbers,
+	// which name the default directories, are reused once a namespace is gone.
+	NetnsCookie uint64        `json:"netns_cookie"`
+	Tunnels     []savedTunnel `json:"tunnels"`
 }
 
 type savedTunnel struct {
@@ -34,7 +38,11 @@ type estimate struct {
 }
 
 func (a *Agent) save() error {
-	var st savedState
+	cookie, err := netnsCookie()
+	if err != nil {
+		return err
+	}
+	st := savedState{NetnsCookie: cookie}
 	for _, id := range a.ids() {
 		t := a.tunnels[id]
 		cfg, err := protojson.Marshal(t.cfg)
@@ -62,6 +70,45 @@ func (a *Agent) save() error {
 		return fmt.Errorf("save state: %w", err)
 	}
 	return os.Rename(tmp, a.opts.stateFile)
+}
+
+// netnsCookie is the calling thread's network namespace's cookie, unique for the boot.
+func netnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0, fmt.Errorf("network namespace cookie: %w", err)
+	}
+	return c, nil
+}
+
+// dropStale removes pins and saved state that another network namespace left behind
+// (one that is gone, whose inode this namespace reuses): their links point at interfaces
+// that no longer exist and their tunnels are not this host's.
+func dropStale(o options) error {
+	if _, err := os.Stat(o.pinDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	cookie, err := netnsCookie()
+	if err != nil {
+		return err
+	}
+	var st savedState
+	if b, err := os.ReadFile(o.stateFile); err == nil && json.Unmarshal(b, &st) == nil && st.NetnsCookie == cookie {
+		return nil
+	}
+	o.log.Warn("dropping pins and state left by another network namespace", "pins", o.pinDir, "state", o.stateFile)
+	if err := os.RemoveAll(o.pinDir); err != nil {
+		return fmt.Errorf("remove stale pins: %w", err)
+	}
+	if err := os.Remove(o.stateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale state: %w", err)
+	}
+	return nil
 }
 
 // restore takes over the tunnels a previous agent left running. A tunnel that can no

@@ -171,10 +171,17 @@ func (d *Datapath) attach(h Hook, ifindex int, prog *ebpf.Program) error {
 	if l, err := d.existingLink(name); err != nil {
 		return err
 	} else if l != nil {
-		if err := l.Update(prog); err != nil {
+		err := l.Update(prog)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.ENOLINK) {
 			return fmt.Errorf("update %s link on ifindex %d: %w", h, ifindex, err)
 		}
-		return nil
+		// The interface it was attached to is gone: a new one has its index now.
+		if err := d.Detach(h, ifindex); err != nil {
+			return err
+		}
 	}
 	var l link.Link
 	var err error

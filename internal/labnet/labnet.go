@@ -50,12 +50,14 @@ type Lab struct {
 	Sock2     string
 	CtlSock   string
 	Telemetry bool
+	Full      bool
 }
 
 // Options of a lab.
 type Options struct {
 	Ideal     bool // add the single link with the paths' summed rate and smallest delay
 	Telemetry bool // tunnels carry a telemetry block the switches stamp
+	Full      bool // tunnels encapsulate every packet whole (no compact TCP)
 	Weights   []float64
 }
 
@@ -75,7 +77,7 @@ func grpcPort(i int) int { return 9700 + i }
 // equal by default). Everything is removed when the test ends.
 func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	t.Helper()
-	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, procs: map[string]*proc{},
+	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, Full: opts.Full, procs: map[string]*proc{},
 		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
 	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
 	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
@@ -194,7 +196,10 @@ func (l *Lab) startAgent(ns *nstest.NS, sock string) {
 }
 
 func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float64) {
-	args := []string{"--agent", sock, "tunnel", "add", "--id", "1", "--device", "plait0", "--address", "10.99.0." + local + "/24", "--peer", "10.99.0." + remote}
+	args := []string{"--agent", sock, "tunnel", "add", "--id", "1", "--device", "plait0", "--address", "10.99.0." + local + "/24"}
+	if !l.Full {
+		args = append(args, "--peer", "10.99.0."+remote)
+	}
 	for i, p := range l.Paths {
 		args = append(args, "--path", fmt.Sprintf("name=%s,dev=eth%d,remote=10.0.%d.%s", p.Name, i+1, i+1, remote))
 	}
