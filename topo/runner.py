@@ -405,7 +405,9 @@ def run_config(lab, config, tag=None):
     else:
         res["reordered_ratio"] = None
     # Time series: shares from h1's interfaces, delays and weights from the agents.
-    res["series"] = series(sampler.samples, intfs, names, watchers, t_start)
+    res["series"] = series(
+        sampler.samples, intfs, names, watchers, t_start, [p["name"] for p in lab.paths]
+    )
     # Mean one-way delay after omit, of the paths this configuration's flow used.
     owd = {}
     for nm in [p["name"] for p in lab.paths if config != "ideal" and used(p["name"])]:
@@ -436,7 +438,14 @@ def snapshot(lab, cpid):
     }
 
 
-def series(samples, intfs, names, watchers, t_start):
+def path_name(p, paths):
+    """The scenario's name of an agent's path: by its index (path_id on the wire), since a
+    receive-only tunnel (split shape) knows its paths only by id."""
+    i = int(num(p.get("index", -1)))
+    return paths[i] if 0 <= i < len(paths) else p.get("name", "?")
+
+
+def series(samples, intfs, names, watchers, t_start, paths):
     """Per-path rate over time (h1 interfaces) and agent-measured delay and weight, with
     times in seconds since the iperf3 client started."""
     out = {
@@ -465,7 +474,7 @@ def series(samples, intfs, names, watchers, t_start):
             continue
         out["agent_t"].append(num(t.get("timeUnixNano")) / 1e9 - t_start)
         for p in t.get("paths", []):
-            out["owd_ms"].setdefault(p["name"], []).append(
+            out["owd_ms"].setdefault(path_name(p, paths), []).append(
                 num(p.get("owdMeanUs")) / 1e3
             )
     for m in msgs.get("h1", []):
@@ -476,5 +485,7 @@ def series(samples, intfs, names, watchers, t_start):
             num(t.get("timeUnixNano")) / 1e9 - t_start
         )
         for p in t.get("paths", []):
-            out["weight"].setdefault(p["name"], []).append(num(p.get("weight")))
+            out["weight"].setdefault(path_name(p, paths), []).append(
+                num(p.get("weight"))
+            )
     return out
