@@ -12,6 +12,7 @@
 #include "consts.h"
 #include "structs.h"
 #include "parsing.h"
+#include "shared_maps.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -118,11 +119,15 @@ static __always_inline int pick_edpf(const struct tx_cfg *cfg, struct tx_state *
 }
 
 static __always_inline int pick_path(const struct tx_cfg *cfg, struct tx_state *st,
-				     __u64 now, __u32 wire_len)
+				     __u32 slot, __u64 now, __u32 wire_len)
 {
 	if (!cfg->n_paths)
 		return -1;
 	switch (cfg->mode) {
+	case MODE_ECHO: {
+		__u32 *last = bpf_map_lookup_elem(&last_arrival, &slot);
+		return next_up(cfg, cfg->echo[(last ? *last : 0) & (PLAIT_MAX_PATHS - 1)]);
+	}
 	case MODE_EDPF:
 		return pick_edpf(cfg, st, now, wire_len);
 	case MODE_WRR: {
@@ -259,7 +264,7 @@ static __always_inline int send(struct __sk_buff *skb)
 	if (skb->tstamp_type != BPF_SKB_TSTAMP_DELIVERY_MONO || !now)
 		now = bpf_ktime_get_ns();
 
-	int p = pick_path(cfg, st, now, skb->len + encap_len);
+	int p = pick_path(cfg, st, slot, now, skb->len + encap_len);
 	if (p < 0 || p >= PLAIT_MAX_PATHS)
 		return verdict(SND_DROP_NO_PATH, TC_ACT_SHOT);
 	const struct tx_path *path = &cfg->paths[p];

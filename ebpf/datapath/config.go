@@ -20,6 +20,9 @@ const (
 	ModeRR   Mode = 1
 	ModeWRR  Mode = 2
 	ModeEDPF Mode = 3
+	// ModeEcho answers on the path Tunnel.Echo gives for the path the latest packet
+	// arrived on: a tunnel direction carrying ACKs evens out the flow's round trips.
+	ModeEcho Mode = 4
 )
 
 func (m Mode) String() string {
@@ -30,18 +33,20 @@ func (m Mode) String() string {
 		return "wrr"
 	case ModeEDPF:
 		return "edpf"
+	case ModeEcho:
+		return "echo"
 	}
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
-	for _, m := range []Mode{ModeRR, ModeWRR, ModeEDPF} {
+	for _, m := range []Mode{ModeRR, ModeWRR, ModeEDPF, ModeEcho} {
 		if m.String() == s {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown mode %q: use rr, wrr or edpf", s)
+	return 0, fmt.Errorf("unknown mode %q: use rr, wrr, edpf or echo", s)
 }
 
 const (
@@ -77,7 +82,9 @@ type Tunnel struct {
 	// header: 20 bytes less a packet.
 	Compact     bool
 	Local, Peer netip.Addr
-	Paths       []Path
+	// Echo is, for each path a packet may arrive on, the path to answer on (ModeEcho).
+	Echo  []uint8
+	Paths []Path
 }
 
 func (t *Tunnel) validate() error {
@@ -90,8 +97,16 @@ func (t *Tunnel) validate() error {
 	if !t.Prefix.Addr().Is4() {
 		return fmt.Errorf("remote prefix %s is not IPv4", t.Prefix)
 	}
-	if t.Mode < ModeRR || t.Mode > ModeEDPF {
+	if t.Mode < ModeRR || t.Mode > ModeEcho {
 		return fmt.Errorf("unknown mode %d", t.Mode)
+	}
+	if len(t.Echo) > wire.MaxPaths {
+		return fmt.Errorf("echo table has %d entries, at most %d", len(t.Echo), wire.MaxPaths)
+	}
+	for i, p := range t.Echo {
+		if int(p) >= len(t.Paths) {
+			return fmt.Errorf("echo table: arrivals on path %d answered on path %d, which does not exist", i, p)
+		}
 	}
 	if t.Compact && (!t.Local.Is4() || !t.Peer.Is4()) {
 		return fmt.Errorf("compact needs the tunnel's own IPv4 addresses, got %s and %s", t.Local, t.Peer)
@@ -214,6 +229,7 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 		tp.DelayNs = p.DelayNs
 		tp.Mtu = p.MTU
 	}
+	copy(cfg.Echo[:], t.Echo)
 	if t.Mode == ModeWRR && cfg.UpMask != 0 {
 		if !anyPositive(weights) {
 			// The weighted paths are all down: fail over evenly to the ones that are up.

@@ -26,6 +26,7 @@ type senderTxCfg struct {
 	Local    uint32
 	Peer     uint32
 	Paths    [8]senderTxPath
+	Echo     [8]uint8
 	Slots    [1024]uint8
 }
 
@@ -61,6 +62,7 @@ type senderTxState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	senderMapLastArrival  = "last_arrival"
 	senderMapSndConfigs   = "snd_configs"
 	senderMapSndGens      = "snd_gens"
 	senderMapSndPaths     = "snd_paths"
@@ -119,6 +121,7 @@ type senderProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type senderMapSpecs struct {
+	LastArrival *ebpf.MapSpec `ebpf:"last_arrival"`
 	SndConfigs  *ebpf.MapSpec `ebpf:"snd_configs"`
 	SndGens     *ebpf.MapSpec `ebpf:"snd_gens"`
 	SndPaths    *ebpf.MapSpec `ebpf:"snd_paths"`
@@ -153,6 +156,7 @@ func (o *senderObjects) Close() error {
 //
 // It can be passed to loadSenderObjects or ebpf.CollectionSpec.LoadAndAssign.
 type senderMaps struct {
+	LastArrival *ebpf.Map `ebpf:"last_arrival"`
 	SndConfigs  *ebpf.Map `ebpf:"snd_configs"`
 	SndGens     *ebpf.Map `ebpf:"snd_gens"`
 	SndPaths    *ebpf.Map `ebpf:"snd_paths"`
@@ -162,6 +166,7 @@ type senderMaps struct {
 
 func (m *senderMaps) Close() error {
 	return _SenderClose(
+		m.LastArrival,
 		m.SndConfigs,
 		m.SndGens,
 		m.SndPaths,

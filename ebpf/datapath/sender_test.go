@@ -11,10 +11,14 @@ import (
 	"github.com/plait/plait/wire"
 )
 
-// sent runs one packet through the sender and returns its verdict, path and header.
-func sent(t *testing.T, d *Datapath, in []byte) (uint32, []byte, wire.Header) {
+// sent runs one packet through the sender of slot 3 (or the slot given).
+func sent(t *testing.T, d *Datapath, in []byte, slot ...uint32) (uint32, []byte, wire.Header) {
 	t.Helper()
-	ret, out := run(t, senderProg(t, d, 3), in)
+	s := uint32(3)
+	if len(slot) > 0 {
+		s = slot[0]
+	}
+	ret, out := run(t, senderProg(t, d, s), in)
 	if ret != tcActRedirect {
 		return ret, out, wire.Header{}
 	}
@@ -361,5 +365,35 @@ func TestSenderCompact(t *testing.T) {
 	snd, _, _ := d.Verdicts([]uint32{3})
 	if snd["drop_too_big"] != 1 {
 		t.Errorf("verdicts %v, want one drop_too_big", snd)
+	}
+}
+
+// In echo mode the sender answers on the path its table gives for the path the latest
+// packet arrived on, as the receiver recorded it.
+func TestSenderEcho(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	tun := testTunnel(ModeEcho, 3)
+	tun.Slot = rxSlot
+	tun.Echo = []uint8{1, 2, 0}
+	configure(t, d, tun)
+	for arrived, want := range []uint8{1, 2, 0} {
+		in := plaitPacket(t, arrival{seq: uint32(arrived), path: uint32(arrived), pathSeq: 0}, 0, 0, innerPacket(0, 10)[14:])
+		if ret, _ := run(t, d.rcv.PlaitReceiver, in); ret != xdpPass {
+			t.Fatalf("receiver verdict %d", ret)
+		}
+		for i := 0; i < 3; i++ {
+			if _, _, h := sent(t, d, innerPacket(uint32(i), 10), rxSlot); h.PathID != want {
+				t.Fatalf("after an arrival on path %d: answered on path %d, want %d", arrived, h.PathID, want)
+			}
+		}
+	}
+	// The answer path down: the next one up takes over.
+	tun.Paths[0].Up = false
+	if err := d.WriteSender(tun); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, h := sent(t, d, innerPacket(9, 10), rxSlot); h.PathID != 1 {
+		t.Fatalf("echo path down: answered on path %d, want 1", h.PathID)
 	}
 }

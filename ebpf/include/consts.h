@@ -26,6 +26,7 @@ enum plait_mode {
 	MODE_RR = 1,
 	MODE_WRR = 2,
 	MODE_EDPF = 3,
+	MODE_ECHO = 4, /* answer on tx_cfg.echo[path the latest packet arrived on] */
 };
 
 /* tx_cfg.flags */

@@ -35,7 +35,8 @@ struct tx_cfg {
 	__be32 local;    /* compact: the tunnel's own address ... */
 	__be32 peer;     /* ... and the peer's: TCP between them is sent compact */
 	struct tx_path paths[PLAIT_MAX_PATHS];
-	__u8 slots[WRR_SLOTS]; /* wrr: path of each slot */
+	__u8 echo[PLAIT_MAX_PATHS]; /* echo: the path to answer on, by arrival path */
+	__u8 slots[WRR_SLOTS];      /* wrr: path of each slot */
 };
 
 /* Mutable per-tunnel sender state, changed with atomics only; survives config flips and
