@@ -187,6 +187,8 @@ class Lab:
         self.record()
         self.h1, self.h2 = self.net.get("h1"), self.net.get("h2")
         self.tunnel_up = False
+        if self.shape == "split":
+            self.split_mtu()
         if "mptcp" in self.sc["compare"] and self.shape == "parallel":
             self.add_mptcp_endpoints()
         self.record()
@@ -314,6 +316,24 @@ class Lab:
             args += ["--mode", "wrr", "--weights", ",".join(["1"] * n)]
             host.plaitcmd(*args)
             host.cmd("ethtool -K plait0 %s >/dev/null 2>&1" % " ".join(nodes.OFFLOADS))
+
+    def split_mtu(self):
+        """Split shape: the hosts' interface takes the switches' encapsulated frames
+        (MTU 1600) but sends inner packets of at most 1500 bytes (route MTU)."""
+        for h in (self.h1, self.h2):
+            dev = h.name + "-eth1"
+            out = h.cmd(
+                "ip link set %s mtu %d && ip route replace %s dev %s src %s mtu lock 1500 2>&1"
+                % (
+                    dev,
+                    topos.CORE_MTU,
+                    topos.TUNNEL_PREFIX,
+                    dev,
+                    topos.TUNNEL_ADDR[h.name],
+                )
+            ).strip()
+            if out:
+                raise LabError("%s: setting the split shape's MTU: %s" % (h.name, out))
 
     def add_receive_tunnels(self):
         for host, peer in ((self.h1, "h2"), (self.h2, "h1")):

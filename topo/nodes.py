@@ -190,7 +190,7 @@ class P4Switch(Switch):
     """What both switch kinds share: a gRPC address, the ports' links, offloads off.
 
     params: links ({port: link dict} emulated on that port's egress), grpc_port,
-    rundir, plait.
+    rundir, plait, mtu (of every port, for encapsulated frames in the split shape).
     """
 
     kind = "p4"
@@ -202,9 +202,11 @@ class P4Switch(Switch):
         grpc_port=None,
         rundir="/run/plait/lab",
         plait="plait",
+        mtu=None,
         **params
     ):
         params.setdefault("inNamespace", False)
+        self.mtu = mtu
         self.links = dict(links or {})
         self.grpc_port = grpc_port or free_port()
         self.rundir = rundir
@@ -228,6 +230,11 @@ class P4Switch(Switch):
                     f.write("1")
             except OSError:
                 pass
+            if self.mtu:
+                subprocess.run(
+                    ["ip", "link", "set", ifname, "mtu", str(self.mtu)],
+                    capture_output=True,
+                )
             subprocess.run(["ip", "link", "set", ifname, "up"], capture_output=True)
 
     def log_path(self):

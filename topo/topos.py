@@ -25,7 +25,9 @@ h2's traffic to h1; both hosts only decapsulate)::
 
 Every switch port's egress emulates a link: a path's rate, delay, jitter, loss and queue
 on both ports of its switch, the ideal link's on both ports of s0; the split and merge
-switches' ports are not shaped.
+switches' ports are not shaped. In the split shape every port of s10, s11 and the path
+switches has MTU 1600, room for the split switch's encapsulation around the hosts'
+1500-byte packets.
 """
 
 from mininet.topo import Topo
@@ -35,6 +37,9 @@ TUNNEL_ADDR = {"h1": "10.99.0.1", "h2": "10.99.0.2"}
 IDEAL_SWITCH = "s0"
 SPLIT_SWITCH = "s10"
 MERGE_SWITCH = "s11"
+# The split shape's switches carry the split switch's encapsulation (44 bytes and an
+# 8-byte telemetry block) around hosts' 1500-byte packets: their ports get a larger MTU.
+CORE_MTU = 1600
 
 
 def path_addr(k, host):
@@ -102,8 +107,9 @@ class SplitTopo(Topo):
         host_params, switch_params = host_params or {}, switch_params or {}
         h1 = self.addHost("h1", cls=host, ip=None, **host_params)
         h2 = self.addHost("h2", cls=host, ip=None, **host_params)
-        split = self.addSwitch(SPLIT_SWITCH, cls=switch, **switch_params)
-        merge = self.addSwitch(MERGE_SWITCH, cls=switch, **switch_params)
+        core = dict(switch_params, mtu=CORE_MTU)
+        split = self.addSwitch(SPLIT_SWITCH, cls=switch, **core)
+        merge = self.addSwitch(MERGE_SWITCH, cls=switch, **core)
         self.addLink(
             h1,
             split,
@@ -121,9 +127,7 @@ class SplitTopo(Topo):
             params1={"ip": TUNNEL_ADDR["h2"] + "/24"},
         )
         for k, link in enumerate(paths, 1):
-            s = self.addSwitch(
-                "s%d" % k, cls=switch, links={1: link, 2: link}, **switch_params
-            )
+            s = self.addSwitch("s%d" % k, cls=switch, links={1: link, 2: link}, **core)
             self.addLink(split, s, port1=k + 1, port2=1)
             self.addLink(s, merge, port1=2, port2=k + 1)
         if ideal is not None:

@@ -296,7 +296,7 @@ func runLab(cmd *cobra.Command, verb, arg string, f *labFlags) error {
 	if s.Shape == scenario.ShapeSplit && contains(s.Compare, scenario.ConfigMPTCP) {
 		return fmt.Errorf("compare: mptcp needs one interface per path at the hosts, which only shape parallel has; drop it or use --compare")
 	}
-	if f.repeat < 1 || f.repeat > 20 {
+	if verb == "run" && (f.repeat < 1 || f.repeat > 20) {
 		return usagef(cmd, "--repeat %d: give 1 to 20", f.repeat)
 	}
 	name := s.Name
