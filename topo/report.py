@@ -10,6 +10,7 @@ per_path_bytes, owd_mean_ms per path, and the time series behind the plots.
 import json
 import math
 import os
+import platform
 
 TUNNEL = ("rr", "wrr", "auto")
 PLOTS = ["goodput.png", "share.png", "owd.png", "reorder_extent.png"]
@@ -65,6 +66,11 @@ def summarize(plan, results, switch_kind):
             "goodput stands for its configuration" % sc["traffic"]["omit_s"]
         ),
         "repeat": plan.get("repeat", 1),
+        "lab": {
+            "plait_version": plan.get("plait_version", "unknown"),
+            "kernel": platform.release(),
+            "cpus": os.cpu_count(),
+        },
         "configs": configs,
         "plots": PLOTS,
         "series": {r["config"]: r.get("series", {}) for r in results},
@@ -130,13 +136,15 @@ def write(out, summary, results):
             for p in summary["paths"]
         )
         + "; capacity %s." % fmt_rate(summary["capacity_bps"]),
-        "One %s flow for %g s; goodput: %s. Shape %s, %s switches."
+        "One %s flow for %g s; goodput: %s. Shape %s, %s switches; plait %s, kernel %s."
         % (
             t["cc"],
             t["duration_s"],
             summary["goodput_rule"],
             summary["shape"],
             summary["switch"],
+            summary["lab"]["plait_version"],
+            summary["lab"]["kernel"],
         ),
         "Ideal: one link of %s at %g ms, queue %d packets. Single best: path %s (%s)."
         % (

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -152,6 +153,7 @@ type labPlan struct {
 	Plait      string      `json:"plait"`
 	Out        string      `json:"out"`
 	Repeat     int         `json:"repeat"`
+	Version    string      `json:"plait_version"`
 	BMv2JSON   string      `json:"bmv2_json"`
 }
 
@@ -249,6 +251,7 @@ func buildPlan(s *scenario.Scenario, name, results string) (*labPlan, error) {
 		Ideal:      linkOf(s.Ideal()),
 		SingleBest: chooseSingleBest(s),
 		Plait:      exe,
+		Version:    buildRevision(),
 	}
 	for _, sp := range s.Paths {
 		p.Scenario.Paths = append(p.Scenario.Paths, linkOf(sp))
@@ -404,6 +407,27 @@ func runPythonIn(cmd *cobra.Command, python, dir, verb, plan string) error {
 		return fmt.Errorf("run the lab: %w", err)
 	}
 	return nil
+}
+
+// buildRevision is the commit the binary was built from ("+dirty" with local changes),
+// for the results to say what ran; "unknown" outside a git checkout.
+func buildRevision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "unknown", ""
+	for _, st := range bi.Settings {
+		switch st.Key {
+		case "vcs.revision":
+			rev = st.Value[:min(12, len(st.Value))]
+		case "vcs.modified":
+			if st.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	return rev + dirty
 }
 
 func lastLine(s string) string {
