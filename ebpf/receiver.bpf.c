@@ -12,7 +12,6 @@
 #include "consts.h"
 #include "structs.h"
 #include "parsing.h"
-#include "shared_maps.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -389,9 +388,6 @@ static __always_inline int receive(struct xdp_md *ctx)
 
 	pst->packets++;
 	pst->bytes += frame_len;
-	__u32 *last = bpf_map_lookup_elem(&last_arrival, &slot);
-	if (last)
-		*last = p;
 	measure_dispersion(&ps->data, pst, path_seq, tx_ns, now, frame_len);
 	int in_order = track_path(ps, pst, path_seq);
 	track_seq(sh, &rs->tunnel, bpf_ntohl(ph->seq), in_order, now, t->epoch);

@@ -12,7 +12,6 @@
 #include "consts.h"
 #include "structs.h"
 #include "parsing.h"
-#include "shared_maps.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -118,16 +117,18 @@ static __always_inline int pick_edpf(const struct tx_cfg *cfg, struct tx_state *
 	return best;
 }
 
+/* ACK-sized packets may all take one path (see the controller's ackPath): ACKs spread over
+ * paths of different delays tell the sender about the data that came on a fast path
+ * early, and TCP sees the paths' whole delay skew as reordering with a round trip short
+ * enough that it takes it for loss. */
 static __always_inline int pick_path(const struct tx_cfg *cfg, struct tx_state *st,
-				     __u32 slot, __u64 now, __u32 wire_len)
+				     __u64 now, __u32 inner_len, __u32 wire_len)
 {
 	if (!cfg->n_paths)
 		return -1;
+	if ((cfg->flags & TX_F_ACK_PATH) && inner_len <= ACK_MAX_INNER)
+		return next_up(cfg, cfg->ack_path);
 	switch (cfg->mode) {
-	case MODE_ECHO: {
-		__u32 *last = bpf_map_lookup_elem(&last_arrival, &slot);
-		return next_up(cfg, cfg->echo[(last ? *last : 0) & (PLAIT_MAX_PATHS - 1)]);
-	}
 	case MODE_EDPF:
 		return pick_edpf(cfg, st, now, wire_len);
 	case MODE_WRR: {
@@ -264,7 +265,7 @@ static __always_inline int send(struct __sk_buff *skb)
 	if (skb->tstamp_type != BPF_SKB_TSTAMP_DELIVERY_MONO || !now)
 		now = bpf_ktime_get_ns();
 
-	int p = pick_path(cfg, st, slot, now, skb->len + encap_len);
+	int p = pick_path(cfg, st, now, inner_len, skb->len + encap_len);
 	if (p < 0 || p >= PLAIT_MAX_PATHS)
 		return verdict(SND_DROP_NO_PATH, TC_ACT_SHOT);
 	const struct tx_path *path = &cfg->paths[p];

@@ -472,6 +472,19 @@ func (a *Agent) SetMode(_ context.Context, req *pb.SetModeRequest) (*pb.Tunnel, 
 	})
 }
 
+// SetAckPath sets or clears the path that carries the tunnel's ACK-sized packets.
+func (a *Agent) SetAckPath(_ context.Context, req *pb.SetAckPathRequest) (*pb.Tunnel, error) {
+	return a.update(req.TunnelId, func(t *tunnel) error {
+		if req.Path != "" {
+			if _, _, err := t.pathByName(req.Path); err != nil {
+				return err
+			}
+		}
+		t.cfg.AckPath = req.Path
+		return nil
+	})
+}
+
 // SetPathState marks a path up or down; a path that is down gets no packets.
 func (a *Agent) SetPathState(_ context.Context, req *pb.SetPathStateRequest) (*pb.Tunnel, error) {
 	return a.update(req.TunnelId, func(t *tunnel) error {

@@ -400,3 +400,51 @@ func TestStaleStateFromAnotherNamespaceIsDropped(t *testing.T) {
 		t.Fatalf("stale pins kept: %v", err)
 	}
 }
+
+// A tunnel's ACK path carries its ACK-sized packets whatever the weights say; larger
+// packets keep to the weights; an unknown path is refused and an empty name clears it.
+func TestAckPathCarriesSmallPackets(t *testing.T) {
+	p := newPair(t, 3)
+	p.configure(t)
+	ctx := context.Background()
+	setAckPath := func(path string) error {
+		_, err := run(t, p.h2, func() (*pb.Tunnel, error) {
+			return p.a2.SetAckPath(ctx, &pb.SetAckPathRequest{TunnelId: 7, Path: path})
+		})
+		return err
+	}
+	if err := setAckPath("p9"); status.Code(err) != codes.NotFound {
+		t.Errorf("ACK path p9: %v, want NotFound", err)
+	}
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) {
+		return p.a2.SetWeights(ctx, &pb.SetWeightsRequest{TunnelId: 7, Weights: []float64{0, 0, 1}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(size string, want int) {
+		t.Helper()
+		before := stats(t, p.h2, p.a2, 10*time.Second).Paths
+		p.h1.Run("ping", "-c", "20", "-i", "0.01", "-W", "2", "-s", size, "10.99.0.2")
+		after := stats(t, p.h2, p.a2, 10*time.Second).Paths
+		for i := range after {
+			d := after[i].TxPackets - before[i].TxPackets
+			if i == want && d < 20 || i != want && d > 2 {
+				t.Errorf("%s-byte pings: h2 answered %d times on path %d, want all 20 on path %d", size, d, i, want)
+			}
+		}
+	}
+	if err := setAckPath("p1"); err != nil {
+		t.Fatal(err)
+	}
+	check("16", 0) // 44-byte IPv4 replies: ACK-sized
+	check("100", 2)
+	if err := setAckPath(""); err != nil {
+		t.Fatal(err)
+	}
+	check("16", 2)
+	c := tunnelConfig("2", "1", 3)
+	c.AckPath = "wifi"
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, c) }); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a tunnel with an ACK path it does not have: %v, want InvalidArgument", err)
+	}
+}

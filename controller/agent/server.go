@@ -13,9 +13,11 @@ import (
 // DefaultSocket is where the agent listens unless told otherwise.
 const DefaultSocket = "/run/plait/agent.sock"
 
-// server adapts the Agent to the generated gRPC interface, one line a method.
+// server adapts the Agent to the generated gRPC interface, one line a method. It embeds
+// the Unsafe marker rather than the Unimplemented server, so that a method added to the
+// service and not here fails to compile instead of answering Unimplemented.
 type server struct {
-	pb.UnimplementedAgentServer
+	pb.UnsafeAgentServer
 	a *Agent
 }
 
@@ -33,6 +35,9 @@ func (s server) SetWeights(ctx context.Context, r *pb.SetWeightsRequest) (*pb.Tu
 }
 func (s server) SetMode(ctx context.Context, r *pb.SetModeRequest) (*pb.Tunnel, error) {
 	return s.a.SetMode(ctx, r)
+}
+func (s server) SetAckPath(ctx context.Context, r *pb.SetAckPathRequest) (*pb.Tunnel, error) {
+	return s.a.SetAckPath(ctx, r)
 }
 func (s server) SetPathState(ctx context.Context, r *pb.SetPathStateRequest) (*pb.Tunnel, error) {
 	return s.a.SetPathState(ctx, r)

@@ -135,6 +135,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		t.mtu = min(t.mtu, p.mtu)
 		t.paths = append(t.paths, p)
 	}
+	if cfg.AckPath != "" && !names[cfg.AckPath] {
+		return nil, invalid("ack_path %q is not one of the tunnel's paths", cfg.AckPath)
+	}
 	overhead := wire.EncapLen
 	if peer.IsValid() {
 		overhead = wire.CompactLen
@@ -220,7 +223,7 @@ func (t *tunnel) datapath() datapath.Tunnel {
 		dt.Paths = append(dt.Paths, datapath.Path{
 			Ifindex: uint32(p.ifindex), SrcIP: p.local, DstIP: p.remote, SrcMAC: p.localMAC, DstMAC: p.hopMAC,
 			Up: p.usable(), Weight: t.cfg.Weights[i], RateBps: p.est.RateBps, DelayNs: uint32(max(0, p.est.DelayUs*1000)),
-			MTU: uint32(p.mtu),
+			MTU: uint32(p.mtu), ACKs: p.cfg.Name == t.cfg.AckPath,
 		})
 	}
 	return dt

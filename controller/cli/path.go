@@ -13,7 +13,7 @@ import (
 func newPathCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "path",
-		Short: "Take paths up or down, and give edpf their rate and delay",
+		Short: "Take paths up or down, send the ACKs on one, and give edpf their rate and delay",
 	}
 	var tunnel uint32
 	cmd.PersistentFlags().Uint32Var(&tunnel, "tunnel", 0, "tunnel id (needed when the host has several)")
@@ -37,6 +37,29 @@ func newPathCmd() *cobra.Command {
 			},
 		})
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "acks NAME|none",
+		Short: "Send every ACK-sized packet on one path (none: by the mode, like the rest)",
+		Long: `Send every ACK-sized packet (IPv4 and TCP headers only) on one path, whatever the mode.
+For the ACKs of a flow striped the other way over paths of different delays, pick a path
+that makes the round trip longer than the delay skew: TCP then takes the reordering for
+what it is. The controller picks it on its own for directions under automatic control.`,
+		Example: "  plait path acks lte\n  plait path acks none",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := args[0]
+			if path == "none" {
+				path = ""
+			}
+			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
+				t, err := c.SetAckPath(ctx, &pb.SetAckPathRequest{TunnelId: tunnel, Path: path})
+				if err != nil {
+					return err
+				}
+				return printTunnels(cmd, []*pb.Tunnel{t})
+			})
+		},
+	})
 	cmd.AddCommand(&cobra.Command{
 		Use:     "estimate RATE/DELAY ...",
 		Short:   "Give edpf each path's capacity and one-way delay, in path order",

@@ -70,6 +70,7 @@ func newTunnelAddCmd() *cobra.Command {
 	f.Uint32Var(&cfg.Port, "port", 0, "UDP port (default 7733)")
 	f.StringArrayVar(&paths, "path", nil, "a path: name=NAME,dev=IF,remote=IP[,local=IP][,via=GATEWAY] (repeat, at most 8)")
 	f.StringVar(&mode, "mode", "", "scheduler: rr, wrr or edpf (default wrr)")
+	f.StringVar(&cfg.AckPath, "ack-path", "", "send every ACK-sized packet on this path (see 'plait path acks')")
 	f.StringSliceVar(&weights, "weights", nil, "wrr weights, one per path (default equal)")
 	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
 	f.StringVar(&cfg.PeerAddress, "peer", "", "the other end's tunnel address: TCP between the two goes compact (20 bytes less a packet)")
@@ -108,19 +109,27 @@ func parsePath(s string) (*pb.PathConfig, error) {
 	return p, nil
 }
 
-func parseWeights(args []string) ([]float64, error) {
-	var out []float64
+// splitList reads list arguments given separately, comma-separated or both.
+func splitList(args []string) []string {
+	var out []string
 	for _, a := range args {
 		for _, s := range strings.Split(a, ",") {
-			if s == "" {
-				continue
+			if s != "" {
+				out = append(out, s)
 			}
-			w, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%q is not a number", s)
-			}
-			out = append(out, w)
 		}
+	}
+	return out
+}
+
+func parseWeights(args []string) ([]float64, error) {
+	var out []float64
+	for _, s := range splitList(args) {
+		w, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", s)
+		}
+		out = append(out, w)
 	}
 	return out, nil
 }
@@ -177,7 +186,11 @@ func printTunnels(cmd *cobra.Command, ts []*pb.Tunnel) error {
 	}
 	for _, t := range ts {
 		c := t.Config
-		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  port %d  mode %s  mtu %d\n", c.Id, c.Device, c.Address, c.RemotePrefix, c.Port, modeName(c.Mode), t.Mtu)
+		mode := modeName(c.Mode)
+		if c.AckPath != "" {
+			mode += ", ACKs on " + c.AckPath
+		}
+		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  port %d  mode %s  mtu %d\n", c.Id, c.Device, c.Address, c.RemotePrefix, c.Port, mode, t.Mtu)
 		tb := newTable(w, "PATH", "INTERFACE", "LOCAL", "REMOTE", "NEXT HOP", "STATE", "WEIGHT", "RATE", "DELAY")
 		for _, p := range t.Paths {
 			state := "up"

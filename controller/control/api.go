@@ -127,7 +127,7 @@ func (c *Controller) SetMode(ctx context.Context, req *pb.ControllerModeRequest)
 }
 
 type server struct {
-	pb.UnimplementedControllerServer
+	pb.UnsafeControllerServer
 	c *Controller
 }
 

@@ -21,7 +21,7 @@ var a2q = []labnet.Path{{Name: "a", Rate: "5mbit", Delay: "100ms", Queue: 100}, 
 
 // goodput runs one cubic flow from h1 to addr and returns the receiver's goodput over the
 // 1 s intervals that start at or after omit seconds (the lab's rule), and the sender's
-// retransmissions.
+// retransmissions, and logs the goodput of every interval.
 func goodput(b *testing.B, lab *labnet.Lab, addr string, seconds, omit int) (float64, int) {
 	b.Helper()
 	server, serverOut := lab.H2.Start("iperf3", "-s", "-1", "-J")
@@ -50,12 +50,15 @@ func goodput(b *testing.B, lab *labnet.Lab, addr string, seconds, omit int) (flo
 		b.Fatalf("iperf3: %v\n%s", err, out)
 	}
 	var bytes, secs float64
+	series := ""
 	for _, iv := range rx.Intervals {
+		series += fmt.Sprintf(" %.1f", iv.Sum.Bytes*8/iv.Sum.Secs/1e6)
 		if iv.Sum.Start >= float64(omit) && iv.Sum.Start < float64(seconds) {
 			bytes += iv.Sum.Bytes
 			secs += iv.Sum.Secs
 		}
 	}
+	b.Logf("%s, Mbit/s each second:%s", addr, series)
 	return bytes * 8 / secs, tx.End.SumSent.Retransmits
 }
 
@@ -86,7 +89,7 @@ func BenchmarkControllerGoodput(b *testing.B) {
 				w = []float64{5, 2, 7}
 			}
 			stop := lab.StartController(cfg.mode, w)
-			time.Sleep(time.Second)
+			lab.WaitEstimates(10 * time.Second)
 			g, retr := goodput(b, lab, cfg.addr, benchSeconds, benchOmit)
 			stop()
 			results[cfg.name] = g

@@ -136,12 +136,23 @@ func (c *Controller) step(ctx context.Context, full bool) {
 	var jobs []job
 	c.mu.Lock()
 	now := time.Now()
+	wants := map[*direction]target{}
+	if full {
+		for _, d := range c.dirs {
+			if len(d.ests) > 0 {
+				wants[d] = d.decide(now, c.opts.tcp)
+			}
+		}
+		c.routeACKs(wants)
+	}
 	for _, d := range c.dirs {
 		if len(d.ests) == 0 || !c.senderReady(d) {
 			continue
 		}
 		want := d.current
-		if full || !d.pushed {
+		if w, ok := wants[d]; ok {
+			want = w
+		} else if !d.pushed {
 			want = d.decide(now, c.opts.tcp)
 		} else {
 			// Between intervals only liveness changes: take dead paths out now.
@@ -163,12 +174,38 @@ func (c *Controller) step(ctx context.Context, full bool) {
 		err := c.write(ctx, j.d, j.old, j.want, j.all)
 		c.mu.Lock()
 		if err != nil {
-			c.opts.log.Warn("write split", "direction", j.d.name(), "err", err)
-			j.d.pushed = false
+			if j.d.writeErr != err.Error() {
+				c.opts.log.Warn("write split", "direction", j.d.name(), "err", err)
+			}
+			j.d.pushed, j.d.writeErr = false, err.Error()
 		} else {
-			j.d.current, j.d.pushed = j.want, true
+			j.d.current, j.d.pushed, j.d.writeErr = j.want, true, ""
 		}
 		c.mu.Unlock()
+	}
+}
+
+// routeACKs gives each direction under automatic control whose opposite direction
+// stripes by wrr a path for its ACK-sized packets (see ackPath); the rest keep to the
+// direction's own split, so a flow each way gets its data striped and its ACKs on one
+// path. It does not wait for load: the ACKs of a starting flow need it the most, as slow
+// start has TCP's reordering tolerance at its smallest.
+func (c *Controller) routeACKs(wants map[*direction]target) {
+	for d, w := range wants {
+		d.ackReason = ""
+		if d.override != "auto" || d.split != nil || w.up == nil {
+			continue
+		}
+		for _, o := range c.dirs {
+			ow, ok := wants[o]
+			if !ok || o.tunnel != d.tunnel || o.from != d.to || o.split != nil || ow.mode != pb.Mode_MODE_WRR {
+				continue
+			}
+			if j, why := ackPath(o.ests, ow.shares(), d.ests); j >= 0 {
+				w.ackPath, d.ackReason = d.paths[j], why
+				wants[d] = w
+			}
+		}
 	}
 }
 
@@ -223,6 +260,11 @@ func (c *Controller) write(ctx context.Context, d *direction, old, want target, 
 	if all || old.mode != want.mode {
 		if _, err := cl.SetMode(ctx, &pb.SetModeRequest{TunnelId: id, Mode: want.mode}); err != nil {
 			return fmt.Errorf("set mode: %w", err)
+		}
+	}
+	if all || old.ackPath != want.ackPath {
+		if _, err := cl.SetAckPath(ctx, &pb.SetAckPathRequest{TunnelId: id, Path: want.ackPath}); err != nil {
+			return fmt.Errorf("set ACK path: %w", err)
 		}
 	}
 	return nil

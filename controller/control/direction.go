@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	pb "github.com/plait/plait/api/plait/v1"
@@ -18,9 +19,12 @@ type direction struct {
 	to     string // receiving agent
 	split  *splitTarget
 
-	paths []string // names, in path-id order
-	ests  []*pathEstimator
-	opt   *optimizer
+	paths    []string // names, in path-id order
+	ests     []*pathEstimator
+	opt      *optimizer
+	writeErr string // why the last write of the split failed; "" once one succeeds
+	// ackReason says why the direction's ACKs take the path they do (routeACKs).
+	ackReason string
 
 	override string    // auto, rr, wrr, edpf
 	manual   []float64 // operator's weights, with override wrr
@@ -146,6 +150,12 @@ func (d *direction) view() *pb.Direction {
 		GoodputBps: d.goodput, PredictedBps: d.opt.predict, Reordered: d.reordered, InterPath: d.interPath,
 		Reason: d.opt.reason,
 	}
+	if d.current.ackPath != "" && d.ackReason != "" {
+		v.Reason += "; " + d.ackReason
+	}
+	if d.writeErr != "" {
+		v.Reason = "cannot write the split (" + d.writeErr + "); wanted: " + v.Reason
+	}
 	if d.override == "wrr" && d.manual != nil {
 		v.Control = "manual weights"
 	}
@@ -184,13 +194,8 @@ func (d *direction) view() *pb.Direction {
 }
 
 func modeString(m pb.Mode) string {
-	switch m {
-	case pb.Mode_MODE_RR:
-		return "rr"
-	case pb.Mode_MODE_WRR:
-		return "wrr"
-	case pb.Mode_MODE_EDPF:
-		return "edpf"
+	if m == pb.Mode_MODE_UNSPECIFIED {
+		return "-"
 	}
-	return "-"
+	return strings.ToLower(strings.TrimPrefix(m.String(), "MODE_"))
 }

@@ -110,8 +110,11 @@ func TestOptimizerDropsSlowPathWhenTheModelGains(t *testing.T) {
 func TestOptimizerModeFollowsLoad(t *testing.T) {
 	ests := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 0.2e6)
 	o := newOptimizer(3, t0)
-	if m := decideN(o, ests, 5, model.TCP{}).mode; m != pb.Mode_MODE_EDPF {
-		t.Fatalf("light load: mode %v, want edpf", m)
+	if m := decideN(o, ests, 5, model.TCP{}).mode; m != pb.Mode_MODE_WRR {
+		t.Fatalf("a new direction: mode %v, want wrr (bulk until it stays light)", m)
+	}
+	if m := decideN(o, ests, 30, model.TCP{}).mode; m != pb.Mode_MODE_EDPF {
+		t.Fatalf("light load for 3 s: mode %v, want edpf", m)
 	}
 	for _, e := range ests {
 		e.prev.RxBps *= 60 // 12 Mbit/s in all
@@ -147,5 +150,33 @@ func TestOptimizerOverrides(t *testing.T) {
 	ests[1].est.Alive = false
 	if tg := o.decide(t0, ests, "wrr", []float64{1, 2, 3}, model.TCP{}); tg.up[1] || tg.shares()[1] != 0 {
 		t.Fatalf("a dead path keeps weight under manual control: %+v", tg)
+	}
+}
+
+// The ACKs of a flow striped over paths 90 ms apart return on a path slow enough for the
+// round trip to cover the skew; without skew, on the fastest path.
+func TestACKPath(t *testing.T) {
+	fwd := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
+	rev := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 0.5e6)
+	shares := []float64{5.0 / 14, 2.0 / 14, 7.0 / 14}
+	if j, why := ackPath(fwd, shares, rev); j != 2 {
+		t.Errorf("A2: ACKs on path %d (%s), want path 2 (50 ms: 62+50 >= 1.2*90)", j, why)
+	}
+	flat := known([]float64{5e6, 5e6}, []float64{30e3, 30e3}, 10e6)
+	revFlat := known([]float64{5e6, 5e6}, []float64{30e3, 10e3}, 0.5e6)
+	if j, _ := ackPath(flat, []float64{0.5, 0.5}, revFlat); j != 1 {
+		t.Errorf("no skew: ACKs on path %d, want the fastest (1)", j)
+	}
+	huge := known([]float64{5e6, 5e6}, []float64{10e3, 500e3}, 10e6)
+	if j, _ := ackPath(huge, []float64{0.5, 0.5}, revFlat); j != 0 {
+		t.Errorf("skew beyond every return path: ACKs on path %d, want the slowest (0)", j)
+	}
+	rev[2].est.Alive = false
+	if j, _ := ackPath(fwd, shares, rev); j != 0 {
+		t.Errorf("path 2 down: ACKs on path %d, want the next slower that covers the skew (0)", j)
+	}
+	fwd[1].est.Base = math.NaN()
+	if j, _ := ackPath(fwd, shares, rev); j != -1 {
+		t.Errorf("a used path's delay unknown: ACKs on path %d, want none yet (-1)", j)
 	}
 }

@@ -20,9 +20,6 @@ const (
 	ModeRR   Mode = 1
 	ModeWRR  Mode = 2
 	ModeEDPF Mode = 3
-	// ModeEcho answers on the path Tunnel.Echo gives for the path the latest packet
-	// arrived on: a tunnel direction carrying ACKs evens out the flow's round trips.
-	ModeEcho Mode = 4
 )
 
 func (m Mode) String() string {
@@ -33,20 +30,18 @@ func (m Mode) String() string {
 		return "wrr"
 	case ModeEDPF:
 		return "edpf"
-	case ModeEcho:
-		return "echo"
 	}
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
 // ParseMode reads a mode name.
 func ParseMode(s string) (Mode, error) {
-	for _, m := range []Mode{ModeRR, ModeWRR, ModeEDPF, ModeEcho} {
+	for _, m := range []Mode{ModeRR, ModeWRR, ModeEDPF} {
 		if m.String() == s {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown mode %q: use rr, wrr, edpf or echo", s)
+	return 0, fmt.Errorf("unknown mode %q: use rr, wrr or edpf", s)
 }
 
 const (
@@ -68,6 +63,9 @@ type Path struct {
 	RateBps float64 // edpf: capacity; 0 keeps the path out of edpf
 	DelayNs uint32  // edpf: one-way delay
 	MTU     uint32  // of the interface
+	// ACKs makes the path carry the tunnel's ACK-sized packets (IPv4 and TCP headers
+	// only), whatever the mode; at most one path of a tunnel may.
+	ACKs bool
 }
 
 // Tunnel is a sender configuration.
@@ -82,9 +80,7 @@ type Tunnel struct {
 	// header: 20 bytes less a packet.
 	Compact     bool
 	Local, Peer netip.Addr
-	// Echo is, for each path a packet may arrive on, the path to answer on (ModeEcho).
-	Echo  []uint8
-	Paths []Path
+	Paths       []Path
 }
 
 func (t *Tunnel) validate() error {
@@ -97,16 +93,8 @@ func (t *Tunnel) validate() error {
 	if !t.Prefix.Addr().Is4() {
 		return fmt.Errorf("remote prefix %s is not IPv4", t.Prefix)
 	}
-	if t.Mode < ModeRR || t.Mode > ModeEcho {
+	if t.Mode < ModeRR || t.Mode > ModeEDPF {
 		return fmt.Errorf("unknown mode %d", t.Mode)
-	}
-	if len(t.Echo) > wire.MaxPaths {
-		return fmt.Errorf("echo table has %d entries, at most %d", len(t.Echo), wire.MaxPaths)
-	}
-	for i, p := range t.Echo {
-		if int(p) >= len(t.Paths) {
-			return fmt.Errorf("echo table: arrivals on path %d answered on path %d, which does not exist", i, p)
-		}
 	}
 	if t.Compact && (!t.Local.Is4() || !t.Peer.Is4()) {
 		return fmt.Errorf("compact needs the tunnel's own IPv4 addresses, got %s and %s", t.Local, t.Peer)
@@ -118,7 +106,11 @@ func (t *Tunnel) validate() error {
 	if err := CheckWeights(weights, len(t.Paths)); err != nil {
 		return err
 	}
+	acks := 0
 	for i, p := range t.Paths {
+		if p.ACKs {
+			acks++
+		}
 		if !p.SrcIP.Is4() || !p.DstIP.Is4() {
 			return fmt.Errorf("path %d: addresses %s -> %s are not IPv4", i, p.SrcIP, p.DstIP)
 		}
@@ -131,6 +123,9 @@ func (t *Tunnel) validate() error {
 		if p.MTU < 576 {
 			return fmt.Errorf("path %d: MTU %d is below IPv4's 576", i, p.MTU)
 		}
+	}
+	if acks > 1 {
+		return fmt.Errorf("%d paths carry the ACKs: at most one may", acks)
 	}
 	return nil
 }
@@ -211,6 +206,10 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 			cfg.UpMask |= 1 << i
 			weights[i] = p.Weight
 		}
+		if p.ACKs {
+			cfg.Flags |= 4 // TX_F_ACK_PATH
+			cfg.AckPath = uint8(i)
+		}
 		src, dst := p.SrcIP.As4(), p.DstIP.As4()
 		tp := &cfg.Paths[i]
 		tp.Ifindex = p.Ifindex
@@ -229,7 +228,6 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 		tp.DelayNs = p.DelayNs
 		tp.Mtu = p.MTU
 	}
-	copy(cfg.Echo[:], t.Echo)
 	if t.Mode == ModeWRR && cfg.UpMask != 0 {
 		if !anyPositive(weights) {
 			// The weighted paths are all down: fail over evenly to the ones that are up.

@@ -46,23 +46,20 @@ func Load(pinDir string) (*Datapath, error) {
 		}
 		opts.Maps.PinPath = pinDir
 	}
-	spec, err := loadReceiver()
-	if err == nil {
-		err = loadPinned(spec, &d.rcv, &opts, pinDir != "")
-	}
+	spec, err := loadSender()
 	if err != nil {
-		return nil, fmt.Errorf("load receiver: %w", err)
-	}
-	if spec, err = loadSender(); err != nil {
-		d.rcv.Close()
 		return nil, err
 	}
 	d.sndSpec = spec
-	// The sender reads what the receiver writes: one last_arrival map for both.
-	opts.MapReplacements = map[string]*ebpf.Map{"last_arrival": d.rcv.LastArrival}
 	if err := loadPinned(spec.Copy(), &d.snd, &opts, pinDir != ""); err != nil {
-		d.rcv.Close()
 		return nil, fmt.Errorf("load sender maps: %w", err)
+	}
+	if spec, err = loadReceiver(); err == nil {
+		err = loadPinned(spec, &d.rcv, &opts, pinDir != "")
+	}
+	if err != nil {
+		d.snd.Close()
+		return nil, fmt.Errorf("load receiver: %w", err)
 	}
 	return d, nil
 }
@@ -82,7 +79,7 @@ func (d *Datapath) senderProgram(slot uint32) (*ebpf.Program, error) {
 	var progs senderPrograms
 	opts := ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		"snd_gens": d.snd.SndGens, "snd_configs": d.snd.SndConfigs, "snd_states": d.snd.SndStates,
-		"snd_paths": d.snd.SndPaths, "snd_verdicts": d.snd.SndVerdicts, "last_arrival": d.rcv.LastArrival,
+		"snd_paths": d.snd.SndPaths, "snd_verdicts": d.snd.SndVerdicts,
 	}}
 	if err := loadPinned(spec, &progs, &opts, false); err != nil {
 		return nil, fmt.Errorf("load sender for slot %d: %w", slot, err)

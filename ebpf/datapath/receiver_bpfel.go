@@ -109,7 +109,6 @@ type receiverRxTunnel struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	receiverMapLastArrival    = "last_arrival"
 	receiverMapRcvCounters    = "rcv_counters"
 	receiverMapRcvPorts       = "rcv_ports"
 	receiverMapRcvSeq         = "rcv_seq"
@@ -167,7 +166,6 @@ type receiverProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type receiverMapSpecs struct {
-	LastArrival *ebpf.MapSpec `ebpf:"last_arrival"`
 	RcvCounters *ebpf.MapSpec `ebpf:"rcv_counters"`
 	RcvPorts    *ebpf.MapSpec `ebpf:"rcv_ports"`
 	RcvSeq      *ebpf.MapSpec `ebpf:"rcv_seq"`
@@ -201,7 +199,6 @@ func (o *receiverObjects) Close() error {
 //
 // It can be passed to loadReceiverObjects or ebpf.CollectionSpec.LoadAndAssign.
 type receiverMaps struct {
-	LastArrival *ebpf.Map `ebpf:"last_arrival"`
 	RcvCounters *ebpf.Map `ebpf:"rcv_counters"`
 	RcvPorts    *ebpf.Map `ebpf:"rcv_ports"`
 	RcvSeq      *ebpf.Map `ebpf:"rcv_seq"`
@@ -211,7 +208,6 @@ type receiverMaps struct {
 
 func (m *receiverMaps) Close() error {
 	return _ReceiverClose(
-		m.LastArrival,
 		m.RcvCounters,
 		m.RcvPorts,
 		m.RcvSeq,

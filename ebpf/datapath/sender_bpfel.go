@@ -23,10 +23,11 @@ type senderTxCfg struct {
 	N_paths  uint8
 	UpMask   uint8
 	Flags    uint8
+	AckPath  uint8
+	_        [3]byte
 	Local    uint32
 	Peer     uint32
 	Paths    [8]senderTxPath
-	Echo     [8]uint8
 	Slots    [1024]uint8
 }
 
@@ -62,7 +63,6 @@ type senderTxState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	senderMapLastArrival  = "last_arrival"
 	senderMapSndConfigs   = "snd_configs"
 	senderMapSndGens      = "snd_gens"
 	senderMapSndPaths     = "snd_paths"
@@ -121,7 +121,6 @@ type senderProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type senderMapSpecs struct {
-	LastArrival *ebpf.MapSpec `ebpf:"last_arrival"`
 	SndConfigs  *ebpf.MapSpec `ebpf:"snd_configs"`
 	SndGens     *ebpf.MapSpec `ebpf:"snd_gens"`
 	SndPaths    *ebpf.MapSpec `ebpf:"snd_paths"`
@@ -156,7 +155,6 @@ func (o *senderObjects) Close() error {
 //
 // It can be passed to loadSenderObjects or ebpf.CollectionSpec.LoadAndAssign.
 type senderMaps struct {
-	LastArrival *ebpf.Map `ebpf:"last_arrival"`
 	SndConfigs  *ebpf.Map `ebpf:"snd_configs"`
 	SndGens     *ebpf.Map `ebpf:"snd_gens"`
 	SndPaths    *ebpf.Map `ebpf:"snd_paths"`
@@ -166,7 +164,6 @@ type senderMaps struct {
 
 func (m *senderMaps) Close() error {
 	return _SenderClose(
-		m.LastArrival,
 		m.SndConfigs,
 		m.SndGens,
 		m.SndPaths,

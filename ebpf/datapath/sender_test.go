@@ -368,32 +368,32 @@ func TestSenderCompact(t *testing.T) {
 	}
 }
 
-// In echo mode the sender answers on the path its table gives for the path the latest
-// packet arrived on, as the receiver recorded it.
-func TestSenderEcho(t *testing.T) {
+// A path that carries the ACKs takes every ACK-sized packet; larger packets keep to the
+// mode, and a down ACK path hands its packets to the next path up.
+func TestSenderACKPath(t *testing.T) {
 	d := load(t)
-	configureReceiver(t, d)
-	tun := testTunnel(ModeEcho, 3)
-	tun.Slot = rxSlot
-	tun.Echo = []uint8{1, 2, 0}
+	tun := testTunnel(ModeWRR, 3)
+	tun.Paths[0].Weight, tun.Paths[1].Weight, tun.Paths[2].Weight = 0, 0, 1
+	tun.Paths[1].ACKs = true
 	configure(t, d, tun)
-	for arrived, want := range []uint8{1, 2, 0} {
-		in := plaitPacket(t, arrival{seq: uint32(arrived), path: uint32(arrived), pathSeq: 0}, 0, 0, innerPacket(0, 10)[14:])
-		if ret, _ := run(t, d.rcv.PlaitReceiver, in); ret != xdpPass {
-			t.Fatalf("receiver verdict %d", ret)
-		}
-		for i := 0; i < 3; i++ {
-			if _, _, h := sent(t, d, innerPacket(uint32(i), 10), rxSlot); h.PathID != want {
-				t.Fatalf("after an arrival on path %d: answered on path %d, want %d", arrived, h.PathID, want)
-			}
+	ack := 80 - 40 // payload of the largest ACK-sized packet: 80 bytes of IPv4 and TCP
+	for i, n := range []int{0, ack} {
+		if _, _, h := sent(t, d, innerPacket(uint32(i), n), tun.Slot); h.PathID != 1 {
+			t.Fatalf("a %d-byte packet went on path %d, want the ACK path 1", 40+n, h.PathID)
 		}
 	}
-	// The answer path down: the next one up takes over.
-	tun.Paths[0].Up = false
+	if _, _, h := sent(t, d, innerPacket(2, ack+1), tun.Slot); h.PathID != 2 {
+		t.Fatalf("a %d-byte packet went on path %d: only ACK-sized ones take the ACK path, the rest keep to wrr (path 2)", 40+ack+1, h.PathID)
+	}
+	tun.Paths[1].Up = false
 	if err := d.WriteSender(tun); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, h := sent(t, d, innerPacket(9, 10), rxSlot); h.PathID != 1 {
-		t.Fatalf("echo path down: answered on path %d, want 1", h.PathID)
+	if _, _, h := sent(t, d, innerPacket(3, 0), tun.Slot); h.PathID != 2 {
+		t.Fatalf("ACK path down: an ACK went on path %d, want the next one up (2)", h.PathID)
+	}
+	tun.Paths[0].ACKs = true
+	if err := d.WriteSender(tun); err == nil {
+		t.Fatal("two ACK paths were accepted")
 	}
 }

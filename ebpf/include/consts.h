@@ -26,12 +26,16 @@ enum plait_mode {
 	MODE_RR = 1,
 	MODE_WRR = 2,
 	MODE_EDPF = 3,
-	MODE_ECHO = 4, /* answer on tx_cfg.echo[path the latest packet arrived on] */
 };
 
 /* tx_cfg.flags */
 #define TX_F_TELEMETRY 0x1
 #define TX_F_COMPACT 0x2 /* send TCP between the tunnel's own addresses compact */
+#define TX_F_ACK_PATH 0x4 /* packets up to ACK_MAX_INNER go on tx_cfg.ack_path */
+
+/* The largest IPv4 header plus TCP header with options: every pure ACK, SACK blocks and
+ * all, fits. */
+#define ACK_MAX_INNER 80
 
 /* Sender verdicts and drop reasons; names in ebpf/datapath/stats.go must match. Packets
  * sent on a path are counted per path (snd_paths), not here. */

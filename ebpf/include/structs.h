@@ -32,10 +32,10 @@ struct tx_cfg {
 	__u8 n_paths;
 	__u8 up_mask;    /* bit i: path i may carry packets */
 	__u8 flags;      /* TX_F_* */
+	__u8 ack_path;   /* TX_F_ACK_PATH: the path ACK-sized packets take */
 	__be32 local;    /* compact: the tunnel's own address ... */
 	__be32 peer;     /* ... and the peer's: TCP between them is sent compact */
 	struct tx_path paths[PLAIT_MAX_PATHS];
-	__u8 echo[PLAIT_MAX_PATHS]; /* echo: the path to answer on, by arrival path */
 	__u8 slots[WRR_SLOTS];      /* wrr: path of each slot */
 };
 

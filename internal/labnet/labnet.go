@@ -16,6 +16,7 @@ package labnet
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -265,6 +266,9 @@ func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
 		l.t.Fatalf("controller did not program the switches within 15 s\nstatus: %v\nlog:\n%s", last, out())
 	}
 	return func() {
+		if l.t.Failed() {
+			l.t.Logf("controller log:\n%s", out())
+		}
 		cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
@@ -274,6 +278,36 @@ func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
 			cmd.Process.Kill()
 			l.t.Errorf("controller did not stop on SIGINT:\n%s", out())
 		}
+	}
+}
+
+// WaitEstimates waits until the controller has every path up with a known delay both
+// ways, and a known capacity towards h2: what a controller that has been running for a
+// while knows when a flow starts.
+func (l *Lab) WaitEstimates(timeout time.Duration) {
+	l.t.Helper()
+	c, conn, err := control.Dial(l.CtlSock)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer conn.Close()
+	var last *pb.PathsResponse
+	if !poll(timeout, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if last, err = c.Paths(ctx, &pb.PathsRequest{}); err != nil || len(last.Directions) == 0 {
+			return false
+		}
+		for _, d := range last.Directions {
+			for _, p := range d.Paths {
+				if !p.Up || math.IsNaN(p.OwdUs) || d.From == "h1" && math.IsNaN(p.CapacityBps) {
+					return false
+				}
+			}
+		}
+		return true
+	}) {
+		l.t.Fatalf("the controller did not estimate every path within %v: %v", timeout, last)
 	}
 }
 

@@ -207,7 +207,12 @@ type TunnelConfig struct {
 	// compact: its own IPv4 header becomes the outer one, 20 bytes less a packet, and the
 	// tunnel's MTU grows by those 20 bytes (other traffic must then fit 20 bytes less, or
 	// is dropped as too big). Both ends must give each other's address.
-	PeerAddress   string `protobuf:"bytes,11,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	PeerAddress string `protobuf:"bytes,11,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	// When set, the name of the path that carries every ACK-sized packet (IPv4 and TCP
+	// headers only), whatever the mode: a flow striped the other way over paths of
+	// different delays then sees a round trip long enough to cover their skew, and no
+	// ACK tells of fast-path data early (see the controller's ackPath).
+	AckPath       string `protobuf:"bytes,12,opt,name=ack_path,json=ackPath,proto3" json:"ack_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +320,13 @@ func (x *TunnelConfig) GetReceiveOnly() bool {
 func (x *TunnelConfig) GetPeerAddress() string {
 	if x != nil {
 		return x.PeerAddress
+	}
+	return ""
+}
+
+func (x *TunnelConfig) GetAckPath() string {
+	if x != nil {
+		return x.AckPath
 	}
 	return ""
 }
@@ -741,6 +753,58 @@ func (x *SetModeRequest) GetMode() Mode {
 	return Mode_MODE_UNSPECIFIED
 }
 
+type SetAckPathRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAckPathRequest) Reset() {
+	*x = SetAckPathRequest{}
+	mi := &file_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAckPathRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAckPathRequest) ProtoMessage() {}
+
+func (x *SetAckPathRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAckPathRequest.ProtoReflect.Descriptor instead.
+func (*SetAckPathRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetAckPathRequest) GetTunnelId() uint32 {
+	if x != nil {
+		return x.TunnelId
+	}
+	return 0
+}
+
+func (x *SetAckPathRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 type SetPathStateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
@@ -752,7 +816,7 @@ type SetPathStateRequest struct {
 
 func (x *SetPathStateRequest) Reset() {
 	*x = SetPathStateRequest{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +828,7 @@ func (x *SetPathStateRequest) String() string {
 func (*SetPathStateRequest) ProtoMessage() {}
 
 func (x *SetPathStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +841,7 @@ func (x *SetPathStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathStateRequest.ProtoReflect.Descriptor instead.
 func (*SetPathStateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetPathStateRequest) GetTunnelId() uint32 {
@@ -811,7 +875,7 @@ type SetPathEstimatesRequest struct {
 
 func (x *SetPathEstimatesRequest) Reset() {
 	*x = SetPathEstimatesRequest{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +887,7 @@ func (x *SetPathEstimatesRequest) String() string {
 func (*SetPathEstimatesRequest) ProtoMessage() {}
 
 func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +900,7 @@ func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathEstimatesRequest.ProtoReflect.Descriptor instead.
 func (*SetPathEstimatesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetPathEstimatesRequest) GetTunnelId() uint32 {
@@ -863,7 +927,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +939,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +952,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatsRequest) GetTunnelId() uint32 {
@@ -942,7 +1006,7 @@ type PathStats struct {
 
 func (x *PathStats) Reset() {
 	*x = PathStats{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1018,7 @@ func (x *PathStats) String() string {
 func (*PathStats) ProtoMessage() {}
 
 func (x *PathStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1031,7 @@ func (x *PathStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathStats.ProtoReflect.Descriptor instead.
 func (*PathStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PathStats) GetIndex() uint32 {
@@ -1166,7 +1230,7 @@ type ReorderStats struct {
 
 func (x *ReorderStats) Reset() {
 	*x = ReorderStats{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1242,7 @@ func (x *ReorderStats) String() string {
 func (*ReorderStats) ProtoMessage() {}
 
 func (x *ReorderStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1255,7 @@ func (x *ReorderStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReorderStats.ProtoReflect.Descriptor instead.
 func (*ReorderStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReorderStats) GetReceived() uint64 {
@@ -1277,7 +1341,7 @@ type TunnelStats struct {
 
 func (x *TunnelStats) Reset() {
 	*x = TunnelStats{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1353,7 @@ func (x *TunnelStats) String() string {
 func (*TunnelStats) ProtoMessage() {}
 
 func (x *TunnelStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1366,7 @@ func (x *TunnelStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelStats.ProtoReflect.Descriptor instead.
 func (*TunnelStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TunnelStats) GetTunnelId() uint32 {
@@ -1352,7 +1416,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1428,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1441,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Stats) GetTunnels() []*TunnelStats {
@@ -1415,7 +1479,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xd7\x02\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xf2\x02\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -1428,7 +1492,8 @@ const file_agent_proto_rawDesc = "" +
 	"\ttelemetry\x18\t \x01(\bR\ttelemetry\x12!\n" +
 	"\freceive_only\x18\n" +
 	" \x01(\bR\vreceiveOnly\x12!\n" +
-	"\fpeer_address\x18\v \x01(\tR\vpeerAddress\"D\n" +
+	"\fpeer_address\x18\v \x01(\tR\vpeerAddress\x12\x19\n" +
+	"\back_path\x18\f \x01(\tR\aackPath\"D\n" +
 	"\fPathEstimate\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
 	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\"\x9e\x02\n" +
@@ -1459,7 +1524,10 @@ const file_agent_proto_rawDesc = "" +
 	"\aweights\x18\x02 \x03(\x01R\aweights\"Q\n" +
 	"\x0eSetModeRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\"\n" +
-	"\x04mode\x18\x02 \x01(\x0e2\x0e.plait.v1.ModeR\x04mode\"V\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x0e.plait.v1.ModeR\x04mode\"D\n" +
+	"\x11SetAckPathRequest\x12\x1b\n" +
+	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"V\n" +
 	"\x13SetPathStateRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x0e\n" +
@@ -1540,14 +1608,16 @@ const file_agent_proto_rawDesc = "" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aMODE_RR\x10\x01\x12\f\n" +
 	"\bMODE_WRR\x10\x02\x12\r\n" +
-	"\tMODE_EDPF\x10\x032\x9f\x04\n" +
+	"\tMODE_EDPF\x10\x032\xdc\x04\n" +
 	"\x05Agent\x125\n" +
 	"\tConfigure\x12\x16.plait.v1.TunnelConfig\x1a\x10.plait.v1.Tunnel\x124\n" +
 	"\fRemoveTunnel\x12\x13.plait.v1.TunnelRef\x1a\x0f.plait.v1.Empty\x12=\n" +
 	"\vListTunnels\x12\x0f.plait.v1.Empty\x1a\x1d.plait.v1.ListTunnelsResponse\x12;\n" +
 	"\n" +
 	"SetWeights\x12\x1b.plait.v1.SetWeightsRequest\x1a\x10.plait.v1.Tunnel\x125\n" +
-	"\aSetMode\x12\x18.plait.v1.SetModeRequest\x1a\x10.plait.v1.Tunnel\x12?\n" +
+	"\aSetMode\x12\x18.plait.v1.SetModeRequest\x1a\x10.plait.v1.Tunnel\x12;\n" +
+	"\n" +
+	"SetAckPath\x12\x1b.plait.v1.SetAckPathRequest\x1a\x10.plait.v1.Tunnel\x12?\n" +
 	"\fSetPathState\x12\x1d.plait.v1.SetPathStateRequest\x1a\x10.plait.v1.Tunnel\x12G\n" +
 	"\x10SetPathEstimates\x12!.plait.v1.SetPathEstimatesRequest\x1a\x10.plait.v1.Tunnel\x123\n" +
 	"\bGetStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats\x127\n" +
@@ -1567,7 +1637,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
 	(*Empty)(nil),                   // 1: plait.v1.Empty
@@ -1580,15 +1650,16 @@ var file_agent_proto_goTypes = []any{
 	(*ListTunnelsResponse)(nil),     // 8: plait.v1.ListTunnelsResponse
 	(*SetWeightsRequest)(nil),       // 9: plait.v1.SetWeightsRequest
 	(*SetModeRequest)(nil),          // 10: plait.v1.SetModeRequest
-	(*SetPathStateRequest)(nil),     // 11: plait.v1.SetPathStateRequest
-	(*SetPathEstimatesRequest)(nil), // 12: plait.v1.SetPathEstimatesRequest
-	(*StatsRequest)(nil),            // 13: plait.v1.StatsRequest
-	(*PathStats)(nil),               // 14: plait.v1.PathStats
-	(*ReorderStats)(nil),            // 15: plait.v1.ReorderStats
-	(*TunnelStats)(nil),             // 16: plait.v1.TunnelStats
-	(*Stats)(nil),                   // 17: plait.v1.Stats
-	nil,                             // 18: plait.v1.Stats.SenderEntry
-	nil,                             // 19: plait.v1.Stats.ReceiverEntry
+	(*SetAckPathRequest)(nil),       // 11: plait.v1.SetAckPathRequest
+	(*SetPathStateRequest)(nil),     // 12: plait.v1.SetPathStateRequest
+	(*SetPathEstimatesRequest)(nil), // 13: plait.v1.SetPathEstimatesRequest
+	(*StatsRequest)(nil),            // 14: plait.v1.StatsRequest
+	(*PathStats)(nil),               // 15: plait.v1.PathStats
+	(*ReorderStats)(nil),            // 16: plait.v1.ReorderStats
+	(*TunnelStats)(nil),             // 17: plait.v1.TunnelStats
+	(*Stats)(nil),                   // 18: plait.v1.Stats
+	nil,                             // 19: plait.v1.Stats.SenderEntry
+	nil,                             // 20: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	2,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
@@ -1600,31 +1671,33 @@ var file_agent_proto_depIdxs = []int32{
 	6,  // 6: plait.v1.ListTunnelsResponse.tunnels:type_name -> plait.v1.Tunnel
 	0,  // 7: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
 	4,  // 8: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
-	14, // 9: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
-	15, // 10: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	16, // 11: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	18, // 12: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	19, // 13: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	15, // 9: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
+	16, // 10: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
+	17, // 11: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	19, // 12: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	20, // 13: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
 	3,  // 14: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
 	7,  // 15: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
 	1,  // 16: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
 	9,  // 17: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
 	10, // 18: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
-	11, // 19: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	12, // 20: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
-	13, // 21: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	13, // 22: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	6,  // 23: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	1,  // 24: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	8,  // 25: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	6,  // 26: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	6,  // 27: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	6,  // 28: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	6,  // 29: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	17, // 30: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	17, // 31: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
+	11, // 19: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
+	12, // 20: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
+	13, // 21: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	14, // 22: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	14, // 23: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	6,  // 24: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	1,  // 25: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	8,  // 26: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	6,  // 27: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	6,  // 28: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	6,  // 29: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	6,  // 30: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	6,  // 31: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	18, // 32: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	18, // 33: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	24, // [24:34] is the sub-list for method output_type
+	14, // [14:24] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1641,7 +1714,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	Agent_ListTunnels_FullMethodName      = "/plait.v1.Agent/ListTunnels"
 	Agent_SetWeights_FullMethodName       = "/plait.v1.Agent/SetWeights"
 	Agent_SetMode_FullMethodName          = "/plait.v1.Agent/SetMode"
+	Agent_SetAckPath_FullMethodName       = "/plait.v1.Agent/SetAckPath"
 	Agent_SetPathState_FullMethodName     = "/plait.v1.Agent/SetPathState"
 	Agent_SetPathEstimates_FullMethodName = "/plait.v1.Agent/SetPathEstimates"
 	Agent_GetStats_FullMethodName         = "/plait.v1.Agent/GetStats"
@@ -45,6 +46,8 @@ type AgentClient interface {
 	// Each of these changes one aspect of a tunnel; the datapath sees the change atomically.
 	SetWeights(ctx context.Context, in *SetWeightsRequest, opts ...grpc.CallOption) (*Tunnel, error)
 	SetMode(ctx context.Context, in *SetModeRequest, opts ...grpc.CallOption) (*Tunnel, error)
+	// Sets or, when empty, clears the path for ACK-sized packets (TunnelConfig.ack_path).
+	SetAckPath(ctx context.Context, in *SetAckPathRequest, opts ...grpc.CallOption) (*Tunnel, error)
 	SetPathState(ctx context.Context, in *SetPathStateRequest, opts ...grpc.CallOption) (*Tunnel, error)
 	// SetPathEstimates feeds the edpf scheduler its per-path rate and one-way delay.
 	SetPathEstimates(ctx context.Context, in *SetPathEstimatesRequest, opts ...grpc.CallOption) (*Tunnel, error)
@@ -105,6 +108,16 @@ func (c *agentClient) SetMode(ctx context.Context, in *SetModeRequest, opts ...g
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Tunnel)
 	err := c.cc.Invoke(ctx, Agent_SetMode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentClient) SetAckPath(ctx context.Context, in *SetAckPathRequest, opts ...grpc.CallOption) (*Tunnel, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Tunnel)
+	err := c.cc.Invoke(ctx, Agent_SetAckPath_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +185,8 @@ type AgentServer interface {
 	// Each of these changes one aspect of a tunnel; the datapath sees the change atomically.
 	SetWeights(context.Context, *SetWeightsRequest) (*Tunnel, error)
 	SetMode(context.Context, *SetModeRequest) (*Tunnel, error)
+	// Sets or, when empty, clears the path for ACK-sized packets (TunnelConfig.ack_path).
+	SetAckPath(context.Context, *SetAckPathRequest) (*Tunnel, error)
 	SetPathState(context.Context, *SetPathStateRequest) (*Tunnel, error)
 	// SetPathEstimates feeds the edpf scheduler its per-path rate and one-way delay.
 	SetPathEstimates(context.Context, *SetPathEstimatesRequest) (*Tunnel, error)
@@ -202,6 +217,9 @@ func (UnimplementedAgentServer) SetWeights(context.Context, *SetWeightsRequest) 
 }
 func (UnimplementedAgentServer) SetMode(context.Context, *SetModeRequest) (*Tunnel, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetMode not implemented")
+}
+func (UnimplementedAgentServer) SetAckPath(context.Context, *SetAckPathRequest) (*Tunnel, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetAckPath not implemented")
 }
 func (UnimplementedAgentServer) SetPathState(context.Context, *SetPathStateRequest) (*Tunnel, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetPathState not implemented")
@@ -326,6 +344,24 @@ func _Agent_SetMode_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_SetAckPath_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAckPathRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).SetAckPath(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_SetAckPath_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).SetAckPath(ctx, req.(*SetAckPathRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agent_SetPathState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetPathStateRequest)
 	if err := dec(in); err != nil {
@@ -417,6 +453,10 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetMode",
 			Handler:    _Agent_SetMode_Handler,
+		},
+		{
+			MethodName: "SetAckPath",
+			Handler:    _Agent_SetAckPath_Handler,
 		},
 		{
 			MethodName: "SetPathState",
