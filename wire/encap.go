@@ -33,15 +33,22 @@ func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]by
 	src, dst := o.Src.As4(), o.Dst.As4()
 	b = append(append(b, src[:]...), dst[:]...)
 	binary.BigEndian.PutUint16(b[start+10:], Checksum(b[start:start+20]))
-	b = binary.BigEndian.AppendUint16(b, o.Port)
-	b = binary.BigEndian.AppendUint16(b, o.Port)
-	b = binary.BigEndian.AppendUint16(b, uint16(n-20))
+	b = appendUDPPlait(b, o.Port, n-20, h, tel)
+	return append(b, inner...), nil
+}
+
+// appendUDPPlait appends the UDP header (checksum 0) for udpLen bytes, h, and tel when h
+// asks for it.
+func appendUDPPlait(b []byte, port uint16, udpLen int, h Header, tel Telemetry) []byte {
+	b = binary.BigEndian.AppendUint16(b, port)
+	b = binary.BigEndian.AppendUint16(b, port)
+	b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
 	b = append(b, 0, 0)
 	b = AppendHeader(b, h)
 	if h.Flags&FlagTelemetry != 0 {
 		b = AppendTelemetry(b, tel)
 	}
-	return append(b, inner...), nil
+	return b
 }
 
 // Checksum is the Internet checksum (RFC 1071) of b.
@@ -89,13 +96,6 @@ func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([
 	copy(ip[16:], dst[:])
 	binary.BigEndian.PutUint16(ip[10:], 0)
 	binary.BigEndian.PutUint16(ip[10:], Checksum(ip[:20]))
-	b = binary.BigEndian.AppendUint16(b, o.Port)
-	b = binary.BigEndian.AppendUint16(b, o.Port)
-	b = binary.BigEndian.AppendUint16(b, uint16(n-20))
-	b = append(b, 0, 0)
-	b = AppendHeader(b, h)
-	if h.Flags&FlagTelemetry != 0 {
-		b = AppendTelemetry(b, tel)
-	}
+	b = appendUDPPlait(b, o.Port, n-20, h, tel)
 	return append(b, packet[20:]...), nil
 }
