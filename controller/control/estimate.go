@@ -58,10 +58,13 @@ const (
 	busyStretch = 300 * time.Millisecond
 	busyKeep    = time.Second
 	owdGain     = 0.3 // smoothing of the mean one-way delay the arrival correction reads
-	// Random loss is counted over lossWindow, only in reports without a standing queue
-	// (drops from a full queue are congestion, which the flow's own control answers),
-	// and believed from lossEvidence packets on.
+	// Random loss is counted over lossWindow, only in reports lossQuiet after the path
+	// last held a standing queue (drops from a full queue are congestion, which the flow's
+	// own control answers; the receiver sees them when the packets behind them arrive,
+	// after the sender has backed off and the queue drained: on A2 counting them as random
+	// made the model drop the 7 Mbit/s path), and believed from lossEvidence packets on.
 	lossWindow   = 5 * time.Second
+	lossQuiet    = time.Second
 	lossEvidence = 200
 	outageGrace  = time.Second
 )
@@ -93,6 +96,7 @@ type pathEstimator struct {
 	losses    []lossCount
 	// aliveSince is when the path last came back from being down.
 	aliveSince time.Time
+	lastBusy   time.Time // when the path last held a standing queue
 }
 
 func newPathEstimator() *pathEstimator {
@@ -177,7 +181,9 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	// and what is lost in the moments after it comes back.
 	if !est.Alive {
 		e.losses = nil
-	} else if !est.Busy && dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace {
+	} else if est.Busy {
+		e.lastBusy = o.At
+	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && o.At.Sub(e.lastBusy) >= lossQuiet {
 		e.losses = append(e.losses, lossCount{o.At, dRx, dLost})
 	}
 	e.losses = slices.DeleteFunc(e.losses, func(l lossCount) bool { return o.At.Sub(l.at) > lossWindow })

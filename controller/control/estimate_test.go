@@ -152,6 +152,30 @@ func TestLossCountsOnlyWithoutAQueue(t *testing.T) {
 	}
 }
 
+// Drops from a full queue reach the receiver's count after the sender has backed off and
+// the queue has drained: they are congestion, not the path's random loss.
+func TestCongestionDropsSeenAfterTheQueueDrainedAreNotRandomLoss(t *testing.T) {
+	s := &synth{rate: 7e6, base: 50e3, rng: rand.New(rand.NewPCG(4, 4)), offered: func(at time.Duration) float64 {
+		if at < time.Second {
+			return 8e6 // a standing queue builds
+		}
+		return 3e6 // backed off: it drains within 250 ms
+	}}
+	e := newPathEstimator()
+	var est Estimate
+	for at := time.Duration(0); at < 5*time.Second; at += step {
+		o := s.next(at, true)
+		if at >= 1500*time.Millisecond && at < 1700*time.Millisecond {
+			s.lost += 40 // the gaps the full queue left, seen as the packets behind them land
+			o.Lost = s.lost
+		}
+		est = e.update(o)
+	}
+	if est.LossKnown && est.Loss > 0.005 {
+		t.Fatalf("random loss %.3f from drops of a full queue", est.Loss)
+	}
+}
+
 func TestLiveness(t *testing.T) {
 	e := newPathEstimator()
 	o := Observation{At: t0, RxAge: 20 * time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN()}
