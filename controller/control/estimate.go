@@ -176,7 +176,14 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	if est.Capacity > 0 {
 		serial = 1514 * 8 / est.Capacity * 1e6
 	}
-	est.Busy = dRx >= 2 && est.Queue > max(minBusyQueueUs, 2*serial)
+	// Busy means a standing queue throughout the report: even its quickest packet queued.
+	// A mean queue is not enough: slow start's bursts fill a queue and let it drain
+	// within every round trip, and counted as busy they made A2's 7 Mbit/s path 3.7.
+	standing := est.Queue
+	if !math.IsNaN(o.OwdMin) && !math.IsNaN(est.Base) {
+		standing = o.OwdMin - est.Base
+	}
+	est.Busy = dRx >= 2 && standing > max(minBusyQueueUs, 2*serial)
 	// What an outage loses says nothing about the path once it works again: forget it,
 	// and what is lost in the moments after it comes back.
 	if !est.Alive {

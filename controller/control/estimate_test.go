@@ -99,6 +99,23 @@ func TestPartialLoadIsNotCapacity(t *testing.T) {
 	}
 }
 
+// Bursts that queue and drain within every report (slow start) deliver less than the
+// capacity with a queue on average: no capacity is read from them.
+func TestBurstyLoadIsNotCapacity(t *testing.T) {
+	e := newPathEstimator()
+	var rx, pkts uint64
+	var est Estimate
+	for at := time.Duration(0); at < 2*time.Second; at += step {
+		rx += uint64(3.5e6 * step.Seconds() / 8)
+		pkts += uint64(3.5e6 * step.Seconds() / 8 / 1514)
+		est = e.update(Observation{At: t0.Add(at), Interval: step, RxBps: 3.5e6, RxBytes: rx, RxPackets: pkts,
+			OwdMin: 50.2e3, OwdMean: 58e3, Queue: 8e3, RxAge: 5 * time.Millisecond})
+	}
+	if est.CapacityKnown {
+		t.Fatalf("capacity %.2f Mbit/s known from bursts that never kept a queue standing", est.Capacity/1e6)
+	}
+}
+
 func TestBaseDelayFollowsAStepWithTelemetry(t *testing.T) {
 	s := &synth{rate: 2e6, base: 10e3, offered: func(time.Duration) float64 { return 3e6 }, rng: rand.New(rand.NewPCG(1, 1))}
 	e := newPathEstimator()
