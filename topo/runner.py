@@ -257,6 +257,33 @@ def wait_mode(lab, config, timeout=10):
             time.sleep(0.1)
 
 
+def wait_estimates(lab, timeout=10):
+    """Waits until the controller has every path up with a known one-way delay both ways
+    and a known capacity towards h2: what a controller that runs all along knows before
+    a flow starts (it probes idle paths). The lab starts it anew for each configuration;
+    a flow that starts first is split on guesses."""
+    deadline = time.monotonic() + timeout
+    known = lambda v: v is not None and v != "NaN"
+    while time.monotonic() < deadline:
+        p = subprocess.run(
+            [lab.plait, "--controller", lab.ctl_socket, "--json", "paths"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        dirs = json.loads(p.stdout or "{}").get("directions", []) if p.returncode == 0 else []
+        if dirs and all(
+            pv.get("up")
+            and known(pv.get("owdUs"))
+            and (not d.get("from", "").startswith("h1") or known(pv.get("capacityBps")))
+            for d in dirs
+            for pv in d.get("paths", [])
+        ):
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def run_config(lab, config, tag=None):
     tag = tag or config
     sc = lab.sc
@@ -270,6 +297,8 @@ def run_config(lab, config, tag=None):
     lab.start_controller(config, tag)
     lab.wait_reachable(config)
     wait_mode(lab, config)
+    if config == "auto" and lab.shape != "split" and not wait_estimates(lab):
+        res["warnings"].append("the controller had not estimated every path after 10 s")
     mptcp = ["mptcpize", "run"] if config == "mptcp" else []
     srv_log = open(os.path.join(lab_rundir(), "iperf3-server-%s.log" % tag), "w")
     server = lab.spawn(
