@@ -79,7 +79,7 @@ func monoNow() uint64 {
 }
 
 // sample reads every tunnel's counters, closes its epoch, and probes paths that carried
-// no data since the last sample so that their delay and liveness stay measured.
+// no data for a while so that their delay and liveness stay measured.
 func (s *sampler) sample() {
 	s.a.mu.Lock()
 	type work struct {
@@ -116,8 +116,13 @@ func (s *sampler) sample() {
 			prev = h.at(h.len() - 1)
 		}
 		for i, p := range w.t.paths {
-			if prev == nil || tx.Packets[i] == prev.tx.Packets[i] {
-				s.probe(w.t, i, p, snap.mono)
+			pr := s.prober(w.t, i, p)
+			switch {
+			case pr == nil:
+			case prev != nil && tx.Packets[i] != prev.tx.Packets[i]:
+				pr.lastSent = snap.mono
+			default:
+				pr.probe(snap.mono)
 			}
 		}
 		h.add(snap, capacity)
@@ -316,10 +321,14 @@ type probeKey struct {
 	path   int
 }
 
-// Probe trains: trainLen probes of trainBytes, on a path's first probe and then every
-// trainEvery while it stays idle. On a 2 Mbit/s path that is under 2 % of its capacity,
-// and only when the flow is not using it.
+// A path gets a probe when it has sent no data for probeIdle: often enough for the
+// controller's liveness (a path is down after 120 ms of silence), rarely enough not to
+// load a slow path the split uses (one packet every 60 ms on K1's 200 kbit/s path).
+// Probe trains, trainLen probes of trainBytes, go on a path idle for trainEvery, at most
+// every trainEvery: under 2 % of a 2 Mbit/s path, and never on a path the flow uses
+// (trains on every 25 ms gap took a quarter of K1's slow path and filled its queue).
 const (
+	probeIdle  = 50 * time.Millisecond
 	trainLen   = 5
 	trainBytes = 1200
 	trainEvery = time.Second
@@ -329,22 +338,32 @@ type prober struct {
 	fd        int
 	dst       unix.SockaddrInet4
 	hdr       wire.Header
+	lastSent  uint64 // monotonic ns of the latest sample that saw data leave; 0: never
 	lastTrain uint64 // monotonic ns; 0: never
 }
 
-func (s *sampler) probe(t *tunnel, i int, p *path, now uint64) {
+// prober returns path i's prober, made on first use; nil when its socket cannot be made.
+func (s *sampler) prober(t *tunnel, i int, p *path) *prober {
 	k := probeKey{t.cfg.Id, i}
-	pr := s.probes[k]
-	if pr == nil {
-		var err error
-		if pr, err = newProber(t, i, p); err != nil {
-			s.a.opts.log.Warn("probe", "tunnel", t.cfg.Id, "path", p.cfg.Name, "err", err)
-			return
-		}
-		s.probes[k] = pr
+	if pr := s.probes[k]; pr != nil {
+		return pr
+	}
+	pr, err := newProber(t, i, p)
+	if err != nil {
+		s.a.opts.log.Warn("probe", "tunnel", t.cfg.Id, "path", p.cfg.Name, "err", err)
+		return nil
+	}
+	s.probes[k] = pr
+	return pr
+}
+
+func (pr *prober) probe(now uint64) {
+	idle := now - pr.lastSent
+	if idle < uint64(probeIdle) {
+		return
 	}
 	n, size := 1, wire.HeaderLen
-	if pr.lastTrain == 0 || now-pr.lastTrain >= uint64(trainEvery) {
+	if idle >= uint64(trainEvery) && (pr.lastTrain == 0 || now-pr.lastTrain >= uint64(trainEvery)) {
 		n, size, pr.lastTrain = trainLen, trainBytes, now
 	}
 	buf := make([]byte, size)
