@@ -89,6 +89,7 @@ type pathEstimator struct {
 	est       Estimate
 	prev      Observation
 	hasPrev   bool
+	settled   uint64  // cumulative losses seen in two reports in a row
 	baseWin   []timed // per-interval base samples
 	dispRates []float64
 	deliv     []delivery // recent cumulative delivery, for busy-stretch capacity
@@ -156,13 +157,18 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		est.Queue = 0
 	}
 
-	// Lost is expected minus received, so it shrinks when a late packet fills a gap it
-	// had counted: deltas of the counters saturate at zero.
+	// Lost is expected minus received at the moment the agent reads it, so a gap that a
+	// packet still on its way fills a moment later counts in one report and is gone by the
+	// next. Only a gap that outlived a report is a loss: on S1-4's 36 Mbit/s path such
+	// passing gaps, summed report by report, read as 0.2 % loss while the receiver lost
+	// nothing, and made the model drop the best path.
 	var dRx, dLost, dLate uint64
 	if e.hasPrev {
+		settled := min(o.Lost, e.prev.Lost)
 		dRx = sub(o.RxPackets, e.prev.RxPackets)
-		dLost = sub(o.Lost, e.prev.Lost)
+		dLost = sub(settled, e.settled)
 		dLate = sub(o.Late, e.prev.Late)
+		e.settled = settled
 	}
 	est.RxPackets = dRx
 	if dRx > 0 {

@@ -193,6 +193,32 @@ func TestCongestionDropsSeenAfterTheQueueDrainedAreNotRandomLoss(t *testing.T) {
 	}
 }
 
+// A gap that a packet still on its way fills by the next report is not a loss: the
+// agent reads expected minus received at an instant, and at 36 Mbit/s every other
+// report catches one packet between the two counters.
+func TestPassingGapsAreNotLoss(t *testing.T) {
+	s := &synth{rate: 36e6, base: 20e3, offered: func(time.Duration) float64 { return 30e6 }, rng: rand.New(rand.NewPCG(5, 5))}
+	e := newPathEstimator()
+	var est Estimate
+	for k, at := 0, time.Duration(0); at < 5*time.Second; k, at = k+1, at+step {
+		o := s.next(at, true)
+		o.Lost += uint64(k % 2) // in flight at this report, arrived by the next
+		est = e.update(o)
+	}
+	if !est.LossKnown || est.Loss != 0 {
+		t.Fatalf("loss %.4f known=%v from gaps that filled, want 0 known", est.Loss, est.LossKnown)
+	}
+	// A gap that stays is a loss, one report later.
+	for at := 5 * time.Second; at < 10*time.Second; at += step {
+		o := s.next(at, true)
+		s.lost++
+		est = e.update(o)
+	}
+	if est.Loss < 0.005 {
+		t.Fatalf("loss %.4f with a packet lost in every report, want about 0.007", est.Loss)
+	}
+}
+
 func TestLiveness(t *testing.T) {
 	e := newPathEstimator()
 	o := Observation{At: t0, RxAge: 20 * time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN()}
