@@ -128,7 +128,7 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	}
 	if countTrue(t.up) == 0 {
 		t.mode, t.weights = pb.Mode_MODE_WRR, equal(n)
-		o.reason = "every path is down"
+		o.reason = "every path is down, or none has carried a packet yet"
 		return t
 	}
 	mode := model.EDPF

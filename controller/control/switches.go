@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -278,7 +279,11 @@ func (s *switchConn) setSplit(ctx context.Context, sp *Split, shares []float64) 
 	if rt == nil {
 		return fmt.Errorf("switch %s is not programmed", s.cfg.Name)
 	}
-	if same {
+	// With every path down there is nothing better to write, and a slot table cannot be
+	// emptied: the last split stays, so the first packets after the outage find a path.
+	// A split switch's direction starts so too, as nothing probes its paths before its
+	// first packets: the even split it was programmed with carries them.
+	if same || !slices.ContainsFunc(shares, func(v float64) bool { return v > 0 }) {
 		return nil
 	}
 	if err := datapath.CheckWeights(shares, len(sp.Paths)); err != nil {
