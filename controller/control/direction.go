@@ -22,7 +22,8 @@ type direction struct {
 	paths    []string // names, in path-id order
 	ests     []*pathEstimator
 	opt      *optimizer
-	writeErr string // why the last write of the split failed; "" once one succeeds
+	writeErr string      // why the last write of the split failed; "" once one succeeds
+	retryAt  []time.Time // per path of a split switch: when it was last given a share to retry
 	// ackReason says why the direction's ACKs take the path they do (routeACKs).
 	ackReason string
 
@@ -86,6 +87,43 @@ func equalStrings(a, b []string) bool {
 	return true
 }
 
+// A split switch's paths carry no probes: silence on one says nothing while the whole
+// direction is idle. So a path counts as silent by how much longer it has been quiet
+// than the direction's latest arrival, one never heard from is given a share (its own
+// packets then measure it), and a dead one is given a share again every splitRetry, for
+// splitHold, to find out whether it came back.
+const (
+	splitDownAfter = 500 * time.Millisecond
+	splitRetry     = 2 * time.Second
+	splitHold      = time.Second
+)
+
+func (d *direction) splitAges(ages []time.Duration, now time.Time) {
+	latest := time.Duration(-1)
+	for _, a := range ages {
+		if a >= 0 && (latest < 0 || a < latest) {
+			latest = a
+		}
+	}
+	if len(d.retryAt) != len(ages) {
+		d.retryAt = make([]time.Time, len(ages))
+	}
+	for i, a := range ages {
+		e := d.ests[i]
+		switch {
+		case a < 0 || now.Sub(d.retryAt[i]) < splitHold:
+			ages[i] = 0
+		case !e.est.Alive && now.Sub(e.downSince) >= splitRetry:
+			d.retryAt[i] = now
+			ages[i] = 0
+		case a-latest > splitDownAfter:
+			ages[i] = DownAfter + time.Millisecond
+		default:
+			ages[i] = 0
+		}
+	}
+}
+
 // observe folds the receiver's latest statistics into the path estimates and reports
 // whether any path's liveness changed.
 func (d *direction) observe(now time.Time) (livenessChanged bool) {
@@ -99,15 +137,22 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 		}
 	}
 	var goodput float64
+	ages := make([]time.Duration, min(len(d.ests), len(d.rx.Paths)))
+	for i := range ages {
+		ages[i] = -1
+		if ms := d.rx.Paths[i].LastRxAgeMs; !math.IsNaN(ms) {
+			ages[i] = time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	if d.split != nil {
+		d.splitAges(ages, now)
+	}
 	for i, e := range d.ests {
-		if i >= len(d.rx.Paths) {
+		if i >= len(ages) {
 			break
 		}
 		p := d.rx.Paths[i]
-		age := time.Duration(-1)
-		if !math.IsNaN(p.LastRxAgeMs) {
-			age = time.Duration(p.LastRxAgeMs * float64(time.Millisecond))
-		}
+		age := ages[i]
 		o := Observation{
 			At: now, Interval: time.Duration(d.rx.IntervalS * float64(time.Second)),
 			RxBps: p.RxBps, RxBytes: p.RxBytes, RxPackets: p.RxPackets, Lost: p.Lost, Late: p.Late,

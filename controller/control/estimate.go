@@ -97,6 +97,7 @@ type pathEstimator struct {
 	losses    []lossCount
 	// aliveSince is when the path last came back from being down.
 	aliveSince time.Time
+	downSince  time.Time // when the path last went down
 	lastBusy   time.Time // when the path last held a standing queue
 }
 
@@ -109,6 +110,9 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	est := &e.est
 	switch {
 	case o.RxAge < 0 || o.RxAge > DownAfter:
+		if est.Alive {
+			e.downSince = o.At
+		}
 		est.Alive = false
 	case o.RxAge < UpAfter:
 		if !est.Alive {

@@ -3,8 +3,10 @@ package control
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -140,5 +142,56 @@ func TestReprogrammingRemovesAnEarlierSplit(t *testing.T) {
 	r.connect(t, &Switch{Name: "s10", Forward: map[uint32]uint32{1: 3}, ElectionID: 20})
 	if got := r.spread(t, 16); got[3] != 16 {
 		t.Fatalf("after reprogramming without the split the packets went %v, want all 16 forwarded to port 3", got)
+	}
+}
+
+// Without probes a split switch's path is judged by its silence against the others':
+// an idle direction keeps every path, a path quiet while the others deliver goes down,
+// and a dead path is given a share again after splitRetry.
+func TestSplitPathLiveness(t *testing.T) {
+	d := &direction{split: &splitTarget{}, ests: []*pathEstimator{newPathEstimator(), newPathEstimator(), newPathEstimator()}}
+	now := t0
+	ages := func(a ...time.Duration) []time.Duration {
+		d.splitAges(a, now)
+		for i, e := range d.ests {
+			e.update(Observation{At: now, RxAge: a[i], OwdMin: math.NaN(), OwdMean: math.NaN(), Queue: math.NaN()})
+		}
+		return a
+	}
+	alive := func() []bool {
+		var out []bool
+		for _, e := range d.ests {
+			out = append(out, e.est.Alive)
+		}
+		return out
+	}
+	ages(-1, -1, 5*time.Millisecond)
+	if got := alive(); !slices.Equal(got, []bool{true, true, true}) {
+		t.Fatalf("paths never heard from: alive %v, want all (they must get a share to be measured)", got)
+	}
+	now = now.Add(time.Second)
+	ages(3*time.Second, 3*time.Second, 3*time.Second)
+	if got := alive(); !slices.Equal(got, []bool{true, true, true}) {
+		t.Fatalf("idle direction: alive %v, want all", got)
+	}
+	now = now.Add(time.Second)
+	ages(time.Second, time.Millisecond, 2*time.Millisecond)
+	if got := alive(); !slices.Equal(got, []bool{false, true, true}) {
+		t.Fatalf("path a silent for 1 s while b and c deliver: alive %v, want a down", got)
+	}
+	now = now.Add(splitRetry - time.Millisecond)
+	ages(3*time.Second, time.Millisecond, 2*time.Millisecond)
+	if d.ests[0].est.Alive {
+		t.Fatal("a dead path retried before splitRetry")
+	}
+	now = now.Add(time.Millisecond)
+	ages(3*time.Second, time.Millisecond, 2*time.Millisecond)
+	if !d.ests[0].est.Alive {
+		t.Fatalf("a dead path not retried after %v", splitRetry)
+	}
+	now = now.Add(splitHold + time.Millisecond)
+	ages(4*time.Second, time.Millisecond, 2*time.Millisecond)
+	if d.ests[0].est.Alive {
+		t.Fatal("a retried path that stayed silent is still alive")
 	}
 }
