@@ -59,10 +59,12 @@ const (
 	busyKeep    = time.Second
 	owdGain     = 0.3 // smoothing of the mean one-way delay the arrival correction reads
 	// Random loss is counted over lossWindow, only in reports lossQuiet after the path
-	// last held a standing queue (drops from a full queue are congestion, which the flow's
-	// own control answers; the receiver sees them when the packets behind them arrive,
-	// after the sender has backed off and the queue drained: on A2 counting them as random
-	// made the model drop the 7 Mbit/s path), and believed from lossEvidence packets on.
+	// last queued (drops from a full queue are congestion, which the flow's own control
+	// answers; the receiver sees them when the packets behind them arrive, after the
+	// sender has backed off and the queue drained: on A2 counting them as random made the
+	// model drop the 7 Mbit/s path; and slow start's bursts overflow a queue that drains
+	// between them: on S1-4 they read as 3 % loss on the best path), and believed from
+	// lossEvidence packets on.
 	lossWindow   = 5 * time.Second
 	lossQuiet    = time.Second
 	lossEvidence = 200
@@ -98,7 +100,7 @@ type pathEstimator struct {
 	// aliveSince is when the path last came back from being down.
 	aliveSince time.Time
 	downSince  time.Time // when the path last went down
-	lastBusy   time.Time // when the path last held a standing queue
+	lastQueued time.Time // when packets of the path last met a queue
 }
 
 func newPathEstimator() *pathEstimator {
@@ -196,11 +198,12 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	est.Busy = dRx >= 2 && standing > max(minBusyQueueUs, 2*serial)
 	// What an outage loses says nothing about the path once it works again: forget it,
 	// and what is lost in the moments after it comes back.
+	if dRx >= 2 && est.Queue > max(minBusyQueueUs, 2*serial) {
+		e.lastQueued = o.At
+	}
 	if !est.Alive {
 		e.losses = nil
-	} else if est.Busy {
-		e.lastBusy = o.At
-	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && o.At.Sub(e.lastBusy) >= lossQuiet {
+	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && o.At.Sub(e.lastQueued) >= lossQuiet {
 		e.losses = append(e.losses, lossCount{o.At, dRx, dLost})
 	}
 	e.losses = slices.DeleteFunc(e.losses, func(l lossCount) bool { return o.At.Sub(l.at) > lossWindow })

@@ -219,6 +219,25 @@ func TestPassingGapsAreNotLoss(t *testing.T) {
 	}
 }
 
+// Slow start's bursts overflow a queue that drains between them: no standing queue,
+// yet the drops are the flow's own, not the path's.
+func TestBurstDropsAreNotRandomLoss(t *testing.T) {
+	e := newPathEstimator()
+	var o Observation
+	var est Estimate
+	for k := range 60 {
+		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
+			RxPackets: o.RxPackets + 100, Lost: o.Lost, OwdMin: 20e3, OwdMean: 20e3}
+		if k >= 25 && k < 30 { // a burst queues 30 ms on average and overflows
+			o.OwdMean, o.Lost = 50e3, o.Lost+10
+		}
+		est = e.update(o)
+	}
+	if est.LossKnown && est.Loss > 0 {
+		t.Fatalf("random loss %.3f from a burst's drops", est.Loss)
+	}
+}
+
 func TestLiveness(t *testing.T) {
 	e := newPathEstimator()
 	o := Observation{At: t0, RxAge: 20 * time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN()}

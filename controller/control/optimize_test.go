@@ -2,6 +2,7 @@ package control
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -178,5 +179,27 @@ func TestACKPath(t *testing.T) {
 	fwd[1].est.Base = math.NaN()
 	if j, _ := ackPath(fwd, shares, rev); j != -1 {
 		t.Errorf("a used path's delay unknown: ACKs on path %d, want none yet (-1)", j)
+	}
+}
+
+// balance takes share from a path that arrives late over a queue of its own, and leaves
+// alone a path that is late only because it is longer.
+func TestBalanceDrainsTheLateQueue(t *testing.T) {
+	// K1 under capacity weights: the 200 kbit/s path queues 300 ms more.
+	ests := known([]float64{0.2e6, 1e6}, []float64{45e3, 45e3}, 1.2e6)
+	ests[0].est.Owd, ests[0].est.Queue, ests[0].est.RxPackets = 745e3, 700e3, 3
+	ests[1].est.Owd, ests[1].est.Queue, ests[1].est.RxPackets = 445e3, 400e3, 15
+	w := balance(ests, []float64{0.2e6, 1e6})
+	if w[1] != 1e6 || w[0] >= 0.2e6*0.9 || w[0] < 0.2e6*(1-balanceMax) {
+		t.Fatalf("weights %v, want the late path's cut by 10-30 %% and the other's kept", w)
+	}
+	// A2's 100 ms path without a queue arrives late but cannot do better.
+	ests = known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
+	for _, e := range ests {
+		e.est.Queue, e.est.RxPackets = 0, 50
+	}
+	caps := []float64{5e6, 2e6, 7e6}
+	if w := balance(ests, caps); !slices.Equal(w, caps) {
+		t.Fatalf("weights %v for paths without queues, want the capacities %v", w, caps)
 	}
 }
