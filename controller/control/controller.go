@@ -189,22 +189,31 @@ func (c *Controller) step(ctx context.Context, full bool) {
 // stripes by wrr a path for its ACK-sized packets (see ackPath); the rest keep to the
 // direction's own split, so a flow each way gets its data striped and its ACKs on one
 // path. It does not wait for load: the ACKs of a starting flow need it the most, as slow
-// start has TCP's reordering tolerance at its smallest.
+// start has TCP's reordering tolerance at its smallest. A split switch tells no ACK from
+// data, so there the whole direction takes that path while it is light (edpf).
 func (c *Controller) routeACKs(wants map[*direction]target) {
 	for d, w := range wants {
 		d.ackReason = ""
-		if d.override != "auto" || d.split != nil || w.up == nil {
+		if d.override != "auto" || w.up == nil || (d.split != nil && w.mode != pb.Mode_MODE_EDPF) {
 			continue
 		}
 		for _, o := range c.dirs {
 			ow, ok := wants[o]
-			if !ok || o.tunnel != d.tunnel || o.from != d.to || o.split != nil || ow.mode != pb.Mode_MODE_WRR {
+			if !ok || o.tunnel != d.tunnel || o.from != d.to || ow.mode != pb.Mode_MODE_WRR {
 				continue
 			}
-			if j, why := ackPath(o.ests, ow.shares(), d.ests); j >= 0 {
-				w.ackPath, d.ackReason = d.paths[j], why
-				wants[d] = w
+			j, why := ackPath(o.ests, ow.shares(), d.ests)
+			if j < 0 {
+				continue
 			}
+			d.ackReason = why
+			if d.split != nil {
+				w = cloneTarget(w)
+				w.mode, w.est, w.weights = pb.Mode_MODE_WRR, nil, make([]float64, len(d.paths))
+				w.weights[j] = 1
+			}
+			w.ackPath = d.paths[j]
+			wants[d] = w
 		}
 	}
 }
