@@ -101,6 +101,7 @@ type pathEstimator struct {
 	aliveSince time.Time
 	downSince  time.Time // when the path last went down
 	lastQueued time.Time // when packets of the path last met a queue
+	lastGap    time.Time // when the receiver last counted a packet of the path missing
 }
 
 func newPathEstimator() *pathEstimator {
@@ -123,6 +124,9 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		est.Alive = true
 	}
 
+	if e.hasPrev && o.Lost > e.prev.Lost {
+		e.lastGap = o.At
+	}
 	telemetry := !math.IsNaN(o.Queue)
 	sample := o.OwdMin
 	if telemetry && !math.IsNaN(o.OwdMean) {
@@ -139,10 +143,12 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	est.Base = windowMin(e.baseWin, o.At, win)
 	if !telemetry {
 		// A minimum that stayed above the base for a whole second, and barely moved, is a
-		// longer path, not a queue (queues breathe with the flow).
+		// longer path, not a queue (queues breathe with the flow) - unless the path dropped
+		// packets meanwhile: a queue held full at its drop-tail limit holds still too (K1's
+		// 200 kbit/s path read as 330 ms long).
 		recent := windowMin(e.baseWin, o.At, stepConfirm)
 		if spread := windowMax(e.baseWin, o.At, stepConfirm) - recent; recent > est.Base+5000 && spread < 1000 &&
-			e.span(o.At) >= stepConfirm {
+			e.span(o.At) >= stepConfirm && o.At.Sub(e.lastGap) >= stepConfirm {
 			e.baseWin = slices.DeleteFunc(e.baseWin, func(s timed) bool { return o.At.Sub(s.at) > stepConfirm })
 			est.Base = recent
 		}

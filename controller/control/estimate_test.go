@@ -153,6 +153,28 @@ func TestBaseDelayWithoutTelemetry(t *testing.T) {
 	}
 }
 
+// A queue held full at its drop-tail limit holds its delay still, like a longer path,
+// but drops what overflows it: it is no step of the base.
+func TestFullQueueIsNotALongerPath(t *testing.T) {
+	e := newPathEstimator()
+	var o Observation
+	var est Estimate
+	for k := range 80 {
+		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
+			RxPackets: o.RxPackets + 2, Lost: o.Lost, OwdMin: 45e3, OwdMean: 45e3}
+		if k >= 20 { // full: 300 ms of queue, and a drop every few reports
+			o.OwdMin, o.OwdMean = 345e3, 345.5e3
+			if k%4 == 0 {
+				o.Lost++
+			}
+		}
+		est = e.update(o)
+	}
+	if math.Abs(est.Base-45e3) > 1 {
+		t.Fatalf("base %.0f µs behind a full queue, want 45 ms", est.Base)
+	}
+}
+
 func TestLossCountsOnlyWithoutAQueue(t *testing.T) {
 	// 2 % random loss on a lightly loaded path is measured...
 	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 3e6 }, lossProb: 0.02, rng: rand.New(rand.NewPCG(2, 2))}
