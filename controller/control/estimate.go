@@ -102,6 +102,7 @@ type pathEstimator struct {
 	downSince  time.Time // when the path last went down
 	lastQueued time.Time // when packets of the path last met a queue
 	lastGap    time.Time // when the receiver last counted a packet of the path missing
+	lastBusy   time.Time // when the path last carried data over a queue that stood
 }
 
 func newPathEstimator() *pathEstimator {
@@ -143,12 +144,13 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	est.Base = windowMin(e.baseWin, o.At, win)
 	if !telemetry {
 		// A minimum that stayed above the base for a whole second, and barely moved, is a
-		// longer path, not a queue (queues breathe with the flow) - unless the path dropped
-		// packets meanwhile: a queue held full at its drop-tail limit holds still too (K1's
-		// 200 kbit/s path read as 330 ms long).
+		// longer path, not a queue (queues breathe with the flow) - unless the path carried
+		// a flow over a standing queue or dropped packets meanwhile: a slow path's queue,
+		// or one held full at its drop-tail limit, holds still too (K1's 200 kbit/s path
+		// read as 200-500 ms long). Under load a longer path shows within minOnlyWin.
 		recent := windowMin(e.baseWin, o.At, stepConfirm)
 		if spread := windowMax(e.baseWin, o.At, stepConfirm) - recent; recent > est.Base+5000 && spread < 1000 &&
-			e.span(o.At) >= stepConfirm && o.At.Sub(e.lastGap) >= stepConfirm {
+			e.span(o.At) >= stepConfirm && o.At.Sub(e.lastGap) >= stepConfirm && o.At.Sub(e.lastBusy) >= stepConfirm {
 			e.baseWin = slices.DeleteFunc(e.baseWin, func(s timed) bool { return o.At.Sub(s.at) > stepConfirm })
 			est.Base = recent
 		}
@@ -204,6 +206,9 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	est.Busy = dRx >= 2 && standing > max(minBusyQueueUs, 2*serial)
 	// What an outage loses says nothing about the path once it works again: forget it,
 	// and what is lost in the moments after it comes back.
+	if dRx >= 1 && standing > max(minBusyQueueUs, 2*serial) {
+		e.lastBusy = o.At // even one packet: a slow path's reports hold one or none
+	}
 	if dRx >= 2 && est.Queue > max(minBusyQueueUs, 2*serial) {
 		e.lastQueued = o.At
 	}

@@ -175,6 +175,25 @@ func TestFullQueueIsNotALongerPath(t *testing.T) {
 	}
 }
 
+// A slow path carrying a flow holds its queue as still as a longer path would hold its
+// delay, one packet a report: no step either.
+func TestSlowPathsStandingQueueIsNotALongerPath(t *testing.T) {
+	e := newPathEstimator()
+	var o Observation
+	var est Estimate
+	for k := range 80 {
+		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
+			RxPackets: o.RxPackets + 1, OwdMin: 45e3, OwdMean: 45e3}
+		if k >= 20 {
+			o.OwdMin, o.OwdMean = 545e3, 545.2e3
+		}
+		est = e.update(o)
+	}
+	if math.Abs(est.Base-45e3) > 1 {
+		t.Fatalf("base %.0f µs behind a slow path's standing queue, want 45 ms", est.Base)
+	}
+}
+
 func TestLossCountsOnlyWithoutAQueue(t *testing.T) {
 	// 2 % random loss on a lightly loaded path is measured...
 	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 3e6 }, lossProb: 0.02, rng: rand.New(rand.NewPCG(2, 2))}

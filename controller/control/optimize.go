@@ -397,20 +397,22 @@ func (o *optimizer) edpfEstimates(ests []*pathEstimator, set []bool) []*pb.PathE
 // queue behind its lateness has drained; a late path without a queue (a longer path)
 // keeps its capacity share, as it cannot arrive any earlier.
 func balance(ests []*pathEstimator, w []float64) []float64 {
-	var sumN, sumOwd float64
+	// The mean weighs paths by share: a slow path's reports hold a packet or none, but
+	// its smoothed delay stands.
+	var sumW, sumOwd float64
 	for i, e := range ests {
-		if w[i] > 0 && e.est.RxPackets >= minPackets && !math.IsNaN(e.est.Owd) {
-			sumN += float64(e.est.RxPackets)
-			sumOwd += float64(e.est.RxPackets) * e.est.Owd
+		if w[i] > 0 && !math.IsNaN(e.est.Owd) {
+			sumW += w[i]
+			sumOwd += w[i] * e.est.Owd
 		}
 	}
-	if sumN == 0 {
+	if sumW == 0 {
 		return w
 	}
-	mean := sumOwd / sumN
+	mean := sumOwd / sumW
 	out := slices.Clone(w)
 	for i, e := range ests {
-		if w[i] == 0 || e.est.RxPackets < minPackets || math.IsNaN(e.est.Owd) || math.IsNaN(e.est.Queue) {
+		if w[i] == 0 || math.IsNaN(e.est.Owd) || math.IsNaN(e.est.Queue) {
 			continue
 		}
 		late := min(e.est.Owd-mean, e.est.Queue) / 1e6 // s

@@ -187,8 +187,8 @@ func TestACKPath(t *testing.T) {
 func TestBalanceDrainsTheLateQueue(t *testing.T) {
 	// K1 under capacity weights: the 200 kbit/s path queues 300 ms more.
 	ests := known([]float64{0.2e6, 1e6}, []float64{45e3, 45e3}, 1.2e6)
-	ests[0].est.Owd, ests[0].est.Queue, ests[0].est.RxPackets = 745e3, 700e3, 3
-	ests[1].est.Owd, ests[1].est.Queue, ests[1].est.RxPackets = 445e3, 400e3, 15
+	ests[0].est.Owd, ests[0].est.Queue, ests[0].est.RxPackets = 745e3, 700e3, 0 // no packet this report
+	ests[1].est.Owd, ests[1].est.Queue, ests[1].est.RxPackets = 445e3, 400e3, 4
 	w := balance(ests, []float64{0.2e6, 1e6})
 	if w[1] != 1e6 || w[0] >= 0.2e6*0.9 || w[0] < 0.2e6*(1-balanceMax) {
 		t.Fatalf("weights %v, want the late path's cut by 10-30 %% and the other's kept", w)
