@@ -101,6 +101,8 @@ type pathEstimator struct {
 	aliveSince time.Time
 	downSince  time.Time // when the path last went down
 	lastQueued time.Time // when packets of the path last met a queue
+	lastData   time.Time // the last report with data packets
+	prevSent   time.Time // when the losses the previous report showed were sent
 	lastGap    time.Time // when the receiver last counted a packet of the path missing
 	lastBusy   time.Time // when the path last carried data over a queue that stood
 }
@@ -204,17 +206,35 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		standing = o.OwdMin - est.Base
 	}
 	est.Busy = dRx >= 2 && standing > max(minBusyQueueUs, 2*serial)
-	// What an outage loses says nothing about the path once it works again: forget it,
-	// and what is lost in the moments after it comes back.
 	if dRx >= 1 && standing > max(minBusyQueueUs, 2*serial) {
 		e.lastBusy = o.At // even one packet: a slow path's reports hold one or none
 	}
 	if dRx >= 2 && est.Queue > max(minBusyQueueUs, 2*serial) {
 		e.lastQueued = o.At
 	}
+	// A loss comes to light when the packet behind it arrives, which after a stall (a
+	// flow waiting out a retransmission timeout) is long after it was sent: it is judged
+	// by the queue when the path last carried data. On S1-4 the drops of a congested
+	// moment, revealed after a 2 s stall, read as random and the model kept one path.
+	// A loss settles a report after it shows (see settled), so it is judged by the
+	// earlier of the two reports' sending times.
+	sent := o.At
+	if o.At.Sub(e.lastData) > DownAfter {
+		sent = e.lastData
+	}
+	judged := sent
+	if e.prevSent.Before(sent) {
+		judged = e.prevSent
+	}
+	e.prevSent = sent
+	if dRx > 0 {
+		e.lastData = o.At
+	}
+	// What an outage loses says nothing about the path once it works again: forget it,
+	// and what is lost in the moments after it comes back.
 	if !est.Alive {
 		e.losses = nil
-	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && o.At.Sub(e.lastQueued) >= lossQuiet {
+	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && judged.Sub(e.lastQueued) >= lossQuiet {
 		e.losses = append(e.losses, lossCount{o.At, dRx, dLost})
 	}
 	e.losses = slices.DeleteFunc(e.losses, func(l lossCount) bool { return o.At.Sub(l.at) > lossWindow })

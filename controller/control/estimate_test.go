@@ -279,6 +279,33 @@ func TestBurstDropsAreNotRandomLoss(t *testing.T) {
 	}
 }
 
+// Drops of a congested moment come to light when the flow sends again on the path, after
+// it waited out a retransmission timeout: still congestion.
+func TestDropsRevealedAfterAStallAreNotRandomLoss(t *testing.T) {
+	e := newPathEstimator()
+	var o Observation
+	var est Estimate
+	for k := range 120 {
+		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
+			RxPackets: o.RxPackets, Lost: o.Lost, OwdMin: 20e3, OwdMean: 20e3}
+		switch {
+		case k < 40: // a flow over a queue that breathes
+			o.RxPackets += 100
+			o.OwdMean = 20e3 + float64(k%10)*5e3
+		case k < 80: // stalled: probes only
+		default: // sending again, which reveals the drops
+			o.RxPackets += 100
+			if k == 80 {
+				o.Lost += 60
+			}
+		}
+		est = e.update(o)
+	}
+	if est.LossKnown && est.Loss > 0 {
+		t.Fatalf("random loss %.3f from drops revealed after a stall", est.Loss)
+	}
+}
+
 func TestLiveness(t *testing.T) {
 	e := newPathEstimator()
 	o := Observation{At: t0, RxAge: 20 * time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN()}
