@@ -203,3 +203,14 @@ func TestBalanceDrainsTheLateQueue(t *testing.T) {
 		t.Fatalf("weights %v for paths without queues, want the capacities %v", w, caps)
 	}
 }
+
+// Loss below lossFloor does not reach the model; loss above it does.
+func TestModelPathsLossFloor(t *testing.T) {
+	ests := known([]float64{36e6, 18e6}, []float64{20e3, 35e3}, 50e6)
+	ests[0].est.Loss, ests[0].est.LossKnown = 0.0003, true
+	ests[1].est.Loss, ests[1].est.LossKnown = 0.01, true
+	ps := modelPaths(ests)
+	if ps[0].Loss != 0 || ps[1].Loss != 0.01 {
+		t.Fatalf("model losses %v and %v, want 0 (below the floor) and 0.01", ps[0].Loss, ps[1].Loss)
+	}
+}
