@@ -68,6 +68,7 @@ const (
 	lossWindow   = 5 * time.Second
 	lossQuiet    = time.Second
 	lossEvidence = 200
+	lossEvents   = 3
 	outageGrace  = time.Second
 )
 
@@ -239,10 +240,17 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	}
 	e.losses = slices.DeleteFunc(e.losses, func(l lossCount) bool { return o.At.Sub(l.at) > lossWindow })
 	var got, lost uint64
+	events := 0
 	for _, l := range e.losses {
 		got, lost = got+l.got, lost+l.lost
+		if l.lost > 0 {
+			events++
+		}
 	}
-	if est.LossKnown = got+lost >= lossEvidence; est.LossKnown {
+	// Random loss strikes report after report; one burst is an event of the path (or of
+	// the lab: S1-4's paths without configured loss showed single bursts of 1 %), not a
+	// rate to predict from.
+	if est.LossKnown = got+lost >= lossEvidence && (lost == 0 || events >= lossEvents); est.LossKnown {
 		est.Loss = float64(lost) / float64(got+lost)
 	}
 	e.deliv = append(e.deliv, delivery{o.At, o.RxBytes, est.Busy})

@@ -306,6 +306,24 @@ func TestDropsRevealedAfterAStallAreNotRandomLoss(t *testing.T) {
 	}
 }
 
+// One burst of losses is an event, not a rate: random loss strikes report after report.
+func TestOneLossBurstIsNotARate(t *testing.T) {
+	e := newPathEstimator()
+	var o Observation
+	var est Estimate
+	for k := range 60 {
+		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
+			RxPackets: o.RxPackets + 100, Lost: o.Lost, OwdMin: 20e3, OwdMean: 20e3}
+		if k == 40 {
+			o.Lost += 60
+		}
+		est = e.update(o)
+	}
+	if est.LossKnown && est.Loss > 0 {
+		t.Fatalf("random loss %.3f from one burst", est.Loss)
+	}
+}
+
 func TestLiveness(t *testing.T) {
 	e := newPathEstimator()
 	o := Observation{At: t0, RxAge: 20 * time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN()}
