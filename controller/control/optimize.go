@@ -43,6 +43,7 @@ const (
 	// cubic refills the queues in step). It goes back to edpf only after staying light.
 	bulkAbove  = 0.6
 	lightBelow = 0.3
+	idleBelow  = 0.02
 	lightFor   = 2 * time.Second
 	loadGain   = 0.3 // smoothing of the delivery rate the load decision reads
 	// The ACKs of a striped direction return on a path that makes the round trip exceed the
@@ -173,6 +174,11 @@ func (o *optimizer) bulkLoad(now time.Time, ests []*pathEstimator) bool {
 	}
 	c := capacity(ests, fastest)
 	switch {
+	case o.load < idleBelow*c:
+		// Idle is not light: the next flow starts as a new direction's does, striped.
+		// Counted as light, the idle seconds before an A2 flow put its slow start on the
+		// fastest path alone, then spread it: a second of 1 Mbit/s and eight of regrowth.
+		o.bulk, o.lightSince = true, time.Time{}
 	case !o.bulk && o.load > bulkAbove*c:
 		o.bulk = true
 		o.lightSince = time.Time{}

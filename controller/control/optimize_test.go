@@ -137,6 +137,16 @@ func TestOptimizerModeFollowsLoad(t *testing.T) {
 	if m != pb.Mode_MODE_EDPF {
 		t.Fatalf("after 4 s of light load: mode %v, want edpf", m)
 	}
+	// Idle for 5 s: the next flow starts striped, as on a new direction.
+	for _, e := range ests {
+		e.prev.RxBps = 0
+	}
+	for i := 41; i <= 90; i++ {
+		m = o.decide(now.Add(time.Duration(i)*100*time.Millisecond), ests, "auto", nil, model.TCP{}).mode
+	}
+	if m != pb.Mode_MODE_WRR {
+		t.Fatalf("after 5 s idle: mode %v, want wrr", m)
+	}
 }
 
 func TestOptimizerOverrides(t *testing.T) {
