@@ -112,30 +112,41 @@
 // (q_i its mean queueing); it is late behind path j by s_i = max_j (a_i + J_i − a_j + J_j),
 // and the skew is max s_i. Linux (tcp_recovery = 1, SACK, DSACK) marks a packet lost
 // when a later-sent one was delivered and it is still missing reo_wnd later; reo_wnd
-// starts at m/4 and grows by m/4 per round trip that brings a DSACK, up to srtt ≈ R̄ + q̄
+// starts at m/4 and grows by m/4 per round trip that brings a DSACK, up to srtt
 // (tcp_max_reordering's dupthresh no longer decides once reordering has been seen).
-// Undo by DSACK and timestamps (Eifel) restores the window after a spurious recovery,
-// so what spurious retransmissions cost is capacity, modelled as a fraction r of
-// segments sent twice:
+// srtt of a striped flow is the in-order RTT R̂ = max a_i, not the mean over packets:
+// Linux samples the oldest segment an ACK newly acknowledges whenever snd_una advances
+// and takes the SACK sample only when it does not (tcp_ack_update_rtt), and nearly every
+// ACK of a striped flow advances snd_una with a segment of the slowest path, the one
+// that held the left edge. Measured on S1 (topo/scenarios/s1-*.yaml, 2–8 links, rr and
+// wrr), iperf3's mean srtt lay 0–16 ms below R̂ from the mean one-way delays, R̄ 6–46 ms
+// below it; with R̄ here rr's queued path came out later than srtt, every packet of it
+// resent, and rr over 2–5 links 71–83 % accurate (eq. 24). Lateness never exceeds R̂
+// but by jitter. Undo by DSACK and timestamps (Eifel) restores the window after a
+// spurious recovery, so what spurious retransmissions cost is capacity, modelled as a
+// fraction r of segments sent twice:
 //
 //	s_i ≤ m/4:          nothing
 //	m/4 < s_i ≤ srtt:   learnt after ⌈s_i/(m/4)⌉ − 1 DSACK rounds, each resending path
 //	                    i's share; relearnt after 16 recoveries without DSACK, so
-//	                    r_i = f_i·min(1, (⌈s_i/(m/4)⌉ − 1)·srtt·λ/16), λ = loss events/s
+//	                    r_i = f_i·min(1, (⌈s_i/(m/4)⌉ − 1)·ā·λ/16), ā = Σ f_j a_j,
+//	                    λ = loss events/s
 //	s_i > srtt:         never learnt: r_i = f_i, every packet of path i resent
 //
 // StaticReoWnd keeps reo_wnd at m/4. The reordered ratio (RFC 4737) and mean extent
 // count the packets of faster paths sent within a packet's lateness, Σ_j f_j·X/8P·(a_i −
-// a_j)⁺, with ratio 1 − e^(−extent). A queue on a bottleneck path adds to its lateness:
-// this is why rr over unequal rates is worse than its capacity bound under cubic.
+// a_j)⁺, with ratio 1 − e^(−extent).
 //
 // P9, goodput. Spurious retransmissions use capacity but not window:
 //
 //	G = η·(1 − p)·min(X, X_sat/(1 + r))
 //
 // with X_sat the saturated rate of P6 (X_cap·utilisation). For a transfer of length T
-// (TCP.Duration) slow start doubles from the initial window every srtt up to the steady
-// window X·srtt/8P, and G_T = (ramp bytes + G·(T − t_ss))/T.
+// (TCP.Duration) slow start doubles from the initial window every base round trip R̄
+// up to the pipe X·R̄/8P (the queues of P6 fill after the pipe, without adding goodput):
+// by time t it has delivered B(t) = min(IW·(2^(t/R̄) − 1)·P·η, G·t) for t ≤ t_ss and
+// B(t_ss) + G·(t − t_ss) after. What counts is B(T) − B(T_o) over
+// T − T_o, T_o the start a measurement leaves out (TCP.Omit, a lab's traffic.omit).
 //
 // # Choosing paths (BestSubset)
 //
@@ -149,16 +160,18 @@
 // # Validation against the lab
 //
 // Every input is something a lab run sets or measures: the scenario's paths (rate,
-// one-way delay, jitter, loss, queue) and traffic (cc, duration), plus the stack's MSS,
-// per-packet overhead and window. `plait model validate` (not built yet) is meant to
-// run `plait lab run` for each scenario point and configuration rr/wrr/edpf, read
-// summary.json's goodput_bps, call Paper with Bytes = goodput·duration/8 (E, the bytes
-// the run moved) and Predict with TCP.Duration = the run's duration, and report eq. (24)
-// per model, per link count and per ADA point. The lab's reordered_ratio, retransmits
-// and per-path bytes check Prediction.ReorderedRatio, Spurious and Share term by term.
+// one-way delay, jitter, loss, queue) and traffic (cc, duration, omit), plus the stack's
+// MSS and per-packet bytes (compact tunnel: MSS 1424, 90 bytes besides; plain TCP: 1448,
+// 66). `plait model validate` runs `plait lab run` for each scenario point with rr and
+// wrr (ideal and single-best on request), reads summary.json's goodput_bps, calls Paper
+// (rr) with E = goodput·duration/8 and s = the MSS, and Predict with the run's TCP, and
+// reports Accuracy (eq. 24) per model, per link count and per ADA point (--ada-sweep
+// spreads a scenario's delays with Spread, in their order). --from re-evaluates finished
+// runs, so a change here is checked against the same measurements.
 //
 // # Plots
 //
-// plot.py (embedded as PlotScript) draws the sweeps of `plait model sweep` with the
-// system python3 and matplotlib: `python3 - data.json out.png` with the script on stdin.
+// plot.py (embedded as PlotScript) draws the sweeps of `plait model sweep` and the
+// validations of `plait model validate` with the system python3 and matplotlib:
+// `python3 - data.json out.png` with the script on stdin.
 package model

@@ -317,7 +317,7 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 		pred.InOrderRTT = max(pred.InOrderRTT, arr[k])
 	}
 	w0 := rmin / 4
-	wmax := pred.RTT
+	wmax := pred.InOrderRTT
 	if tcp.StaticReoWnd {
 		wmax = w0
 	}
@@ -352,7 +352,7 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 	pred.WireRate = min(good*(1+pred.Spurious), xsat)
 	pred.Goodput = eta * (1 - l.loss) * good
 	if tcp.Duration > 0 {
-		pred.Goodput = rampedGoodput(pred.Goodput, x, pred.RTT, tcp, pb, eta)
+		pred.Goodput = rampedGoodput(pred.Goodput, x, rbar, tcp, pb, eta)
 	}
 	return pred
 }
@@ -416,20 +416,25 @@ func cubicLossWindow(p, rtt float64) float64 {
 }
 
 // rampedGoodput is P9's finite transfer: slow start doubles from the initial window each
-// RTT until the steady window, then the steady goodput holds for the rest.
+// base round trip rtt until it fills the pipe, then the steady goodput holds for the
+// rest. The goodput counts what arrives between tcp.Omit and tcp.Duration.
 func rampedGoodput(steady, x, rtt float64, tcp TCP, pb, eta float64) float64 {
-	d := tcp.Duration.Seconds()
-	target := x * rtt / pb
 	iw := float64(tcp.InitCwnd)
 	rounds := 0.0
-	if target > iw && rtt > 0 {
+	if target := x * rtt / pb; target > iw && rtt > 0 {
 		rounds = math.Ceil(math.Log2(target / iw))
 	}
 	tss := rounds * rtt
-	if d <= tss {
-		sent := iw * (math.Exp2(d/rtt) - 1) * pb * eta
-		return min(steady, sent/d)
+	// delivered is the payload (bits) delivered by time t.
+	delivered := func(t float64) float64 {
+		if t <= 0 {
+			return 0
+		}
+		if t <= tss {
+			return min(iw*(math.Exp2(t/rtt)-1)*pb*eta, steady*t)
+		}
+		return min(iw*(math.Exp2(rounds)-1)*pb*eta, steady*tss) + steady*(t-tss)
 	}
-	ramp := min(iw*(math.Exp2(rounds)-1)*pb*eta, steady*tss)
-	return (ramp + steady*(d-tss)) / d
+	d, o := tcp.Duration.Seconds(), tcp.Omit.Seconds()
+	return (delivered(d) - delivered(o)) / (d - o)
 }

@@ -179,7 +179,8 @@ func TestReordering(t *testing.T) {
 	if !(rr.ReorderedRatio > 0.4) || !(rr.MeanExtent > 1) {
 		t.Errorf("reordered ratio %v, extent %v: half the packets overtake the other half", rr.ReorderedRatio, rr.MeanExtent)
 	}
-	// srtt 35 ms covers the 30 ms skew after adaptation: window 6 × 5 ms, no loss events.
+	// srtt, the in-order RTT of 50 ms, covers the 30 ms skew after adaptation: window
+	// 6 × 5 ms, no loss events.
 	if !near(rr.ReoWnd, 0.030, 1e-9) || rr.Spurious != 0 {
 		t.Errorf("RACK window %v spurious %v", rr.ReoWnd, rr.Spurious)
 	}
@@ -197,11 +198,18 @@ func TestReordering(t *testing.T) {
 	if !near(edpf.QueueDelay[0], 0.030, 1e-9) {
 		t.Errorf("edpf holds %v s on the fast path, want the 30 ms lead", edpf.QueueDelay[0])
 	}
-	// A skew beyond srtt cannot be learnt.
+	// srtt follows the in-order RTT, so a large skew is learnt; only jitter takes the
+	// lateness beyond srtt, and that cannot be learnt.
 	far := []Path{{Rate: 10e6, Delay: ms(5), Queue: 1000}, {Rate: 10e6, Delay: ms(200), Queue: 1000}}
-	p, _ := Predict(far, Split{Mode: RR}, TCP{CC: BBR, Window: 64 << 20})
-	if !near(p.Spurious, 0.5, 1e-9) {
-		t.Errorf("skew %v beyond srtt %v: spurious %v, want 0.5", p.Skew, p.RTT, p.Spurious)
+	tcp := TCP{CC: BBR, Window: 64 << 20}
+	p, _ := Predict(far, Split{Mode: RR}, tcp)
+	if !(p.Skew < p.InOrderRTT) || !(p.Spurious < 0.05) {
+		t.Errorf("skew %v within srtt %v: spurious %v, want it learnt", p.Skew, p.InOrderRTT, p.Spurious)
+	}
+	far[0].Jitter = ms(20)
+	p, _ = Predict(far, Split{Mode: RR}, tcp)
+	if !(p.Skew > p.InOrderRTT) || !near(p.Spurious, 0.5, 1e-9) {
+		t.Errorf("skew %v beyond srtt %v: spurious %v, want 0.5", p.Skew, p.InOrderRTT, p.Spurious)
 	}
 }
 
@@ -222,6 +230,14 @@ func TestRamp(t *testing.T) {
 	}
 	if !near(last, steady.Goodput, 0.005) {
 		t.Errorf("an hour gives %v, steady %v", last, steady.Goodput)
+	}
+	// Leaving out the start (a lab's omit) leaves out the ramp: 10 doublings of 100 ms
+	// reach the 50 Mbit/s window in about a second.
+	whole, _ := Predict(paths, Split{}, TCP{Duration: 5 * time.Second})
+	late, _ := Predict(paths, Split{}, TCP{Duration: 5 * time.Second, Omit: 2 * time.Second})
+	early, _ := Predict(paths, Split{}, TCP{Duration: 5 * time.Second, Omit: 200 * time.Millisecond})
+	if !(whole.Goodput < early.Goodput) || !(early.Goodput < late.Goodput) || !near(late.Goodput, steady.Goodput, 1e-9) {
+		t.Errorf("omit 0, 0.2 s, 2 s of 5 s: %v, %v, %v; steady %v", whole.Goodput, early.Goodput, late.Goodput, steady.Goodput)
 	}
 }
 
@@ -249,6 +265,9 @@ func TestPredictBadInput(t *testing.T) {
 		{"window", ok, Split{}, TCP{Window: 100}, "window"},
 		{"cc", ok, Split{}, TCP{CC: 5}, "congestion control"},
 		{"ack delay", ok, Split{}, TCP{AckPath: AckFixed, AckDelay: -1}, "ACK delay"},
+		{"omit all", ok, Split{}, TCP{Duration: time.Second, Omit: time.Second}, "omit"},
+		{"omit without duration", ok, Split{}, TCP{Omit: time.Second}, "omit"},
+		{"negative omit", ok, Split{}, TCP{Duration: time.Second, Omit: -1}, "omit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Predict(tc.paths, tc.split, tc.tcp)
@@ -280,8 +299,8 @@ func TestBestSubset(t *testing.T) {
 			[]Path{{Rate: 5e6, Delay: ms(20)}, {Rate: 2e6, Delay: ms(20)}, {Rate: 7e6, Delay: ms(20)}}, WRR, TCP{}, []int{0, 1, 2}},
 		{"rr on 5:2:7 with bbr: the 2 Mbit/s path caps rr at 6, 5 and 7 give 10",
 			[]Path{{Rate: 5e6, Delay: ms(20)}, {Rate: 2e6, Delay: ms(20)}, {Rate: 7e6, Delay: ms(20)}}, RR, TCP{CC: BBR}, []int{0, 2}},
-		{"rr on 5:2:7 with cubic: the queue cubic fills on the slower path reorders, 7 alone",
-			[]Path{{Rate: 5e6, Delay: ms(20)}, {Rate: 2e6, Delay: ms(20)}, {Rate: 7e6, Delay: ms(20)}}, RR, TCP{}, []int{2}},
+		{"rr on 5:2:7 with cubic: RACK learns the queue cubic fills on the 5 Mbit/s path (srtt includes it), 5 and 7 give 10",
+			[]Path{{Rate: 5e6, Delay: ms(20)}, {Rate: 2e6, Delay: ms(20)}, {Rate: 7e6, Delay: ms(20)}}, RR, TCP{}, []int{0, 2}},
 		{"a lossy path is left out under cubic",
 			[]Path{{Rate: 10e6, Delay: ms(20), Queue: 1000}, {Rate: 10e6, Delay: ms(20), Loss: 0.05, Queue: 1000}}, WRR, TCP{}, []int{0}},
 	} {

@@ -202,6 +202,9 @@ type TCP struct {
 	MaxCwnd  int           `json:"max_cwnd,omitempty"` // congestion window clamp in segments; 0: none
 	InitCwnd int           `json:"init_cwnd"`          // segments; DefaultInitCwnd
 	Duration time.Duration `json:"duration_ns"`        // transfer length, for its slow-start ramp; 0: steady state
+	// Omit is the start of the transfer that its goodput leaves out (a lab's traffic.omit):
+	// the goodput is the bytes delivered from Omit to Duration over that time.
+	Omit     time.Duration `json:"omit_ns,omitempty"`
 	AckPath  AckPath       `json:"ack_path"`
 	AckDelay time.Duration `json:"ack_delay_ns,omitempty"` // reverse one-way delay for AckFixed
 	// StaticReoWnd keeps RACK's reordering window at min_rtt/4 (tcp_recovery bit 0x2, or
@@ -242,6 +245,8 @@ func (t TCP) validate() error {
 		return fmt.Errorf("initial window %d segments: must be at least 1", t.InitCwnd)
 	case t.Duration < 0:
 		return fmt.Errorf("duration %v is negative; 0 means steady state", t.Duration)
+	case t.Omit < 0 || (t.Omit > 0 && t.Omit >= t.Duration):
+		return fmt.Errorf("omit %v: must be at least 0 and below the duration %v", t.Omit, t.Duration)
 	case t.AckPath < AckOverPaths || t.AckPath > AckFixed:
 		return fmt.Errorf("unknown ACK path %d", t.AckPath)
 	case t.AckDelay < 0:
@@ -274,7 +279,7 @@ type Prediction struct {
 	Share      []float64 `json:"share"`         // fraction of packets per path
 	QueueDelay []float64 `json:"queue_delay_s"` // mean queueing per path
 
-	RTT        float64 `json:"rtt_s"`          // smoothed RTT: mean over packets, with queueing
+	RTT        float64 `json:"rtt_s"`          // mean over packets, with queueing (Linux's srtt is InOrderRTT: P8)
 	MinRTT     float64 `json:"min_rtt_s"`      // fastest used path's round trip
 	InOrderRTT float64 `json:"in_order_rtt_s"` // send to cumulative ACK: the slowest used path
 
