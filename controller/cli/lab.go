@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,34 +278,42 @@ func runLab(cmd *cobra.Command, verb, arg string, f *labFlags) error {
 	if err != nil {
 		return err
 	}
+	name := s.Name
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))
+	}
+	_, err = runScenario(cmd, verb, s, name, f, cmd.OutOrStdout())
+	return err
+}
+
+// runScenario runs the lab (verb run or up) on s with f's overrides, the lab's output going
+// to stdout, and returns the results folder of a run.
+func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name string, f *labFlags, stdout io.Writer) (string, error) {
+	var err error
 	if len(f.compare) > 0 {
 		if s.Compare, err = scenario.ParseCompare(f.compare); err != nil {
-			return usagef(cmd, "--%v", err)
+			return "", usagef(cmd, "--%v", err)
 		}
 	}
 	if f.duration != "" {
 		d, err := scenario.ParseDuration(f.duration)
 		if err != nil || d <= 0 {
-			return usagef(cmd, "--duration %q: want a positive duration such as 5s", f.duration)
+			return "", usagef(cmd, "--duration %q: want a positive duration such as 5s", f.duration)
 		}
 		s.Traffic.Duration = d
 		s.Traffic.Omit = min(s.Traffic.Omit, d/5)
 	}
 	if f.shape != "" {
 		if f.shape != scenario.ShapeParallel && f.shape != scenario.ShapeSplit {
-			return usagef(cmd, "--shape %q: use parallel or split", f.shape)
+			return "", usagef(cmd, "--shape %q: use parallel or split", f.shape)
 		}
 		s.Shape = f.shape
 	}
 	if s.Shape == scenario.ShapeSplit && contains(s.Compare, scenario.ConfigMPTCP) {
-		return fmt.Errorf("compare: mptcp needs one interface per path at the hosts, which only shape parallel has; drop it or use --compare")
+		return "", fmt.Errorf("compare: mptcp needs one interface per path at the hosts, which only shape parallel has; drop it or use --compare")
 	}
 	if verb == "run" && (f.repeat < 1 || f.repeat > 20) {
-		return usagef(cmd, "--repeat %d: give 1 to 20", f.repeat)
-	}
-	name := s.Name
-	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))
+		return "", usagef(cmd, "--repeat %d: give 1 to 20", f.repeat)
 	}
 	results := ""
 	if verb == "run" {
@@ -312,29 +321,29 @@ func runLab(cmd *cobra.Command, verb, arg string, f *labFlags) error {
 	}
 	plan, err := buildPlan(s, name, results)
 	if err != nil {
-		return err
+		return "", err
 	}
 	plan.Repeat = max(f.repeat, 1)
 	if os.Geteuid() != 0 {
-		return errors.New("the lab needs root (network namespaces, eBPF, raw sockets): run it with sudo")
+		return "", errors.New("the lab needs root (network namespaces, eBPF, raw sockets): run it with sudo")
 	}
 	dir, err := os.MkdirTemp("", "plait-lab-")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer os.RemoveAll(dir)
 	planFile := filepath.Join(dir, "plan.json")
 	b, err := json.MarshalIndent(plan, "", "  ")
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := os.WriteFile(planFile, b, 0o644); err != nil {
-		return err
+		return "", err
 	}
-	if err := runPythonIn(cmd, f.python, dir, verb, planFile); err != nil {
-		return err
+	if err := runPythonIn(cmd, f.python, dir, verb, planFile, stdout); err != nil {
+		return "", err
 	}
-	return nil
+	return plan.Out, nil
 }
 
 func contains(xs []string, x string) bool {
@@ -352,13 +361,13 @@ func runPython(cmd *cobra.Command, python, verb, plan string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	return runPythonIn(cmd, python, dir, verb, plan)
+	return runPythonIn(cmd, python, dir, verb, plan, cmd.OutOrStdout())
 }
 
 // runPythonIn runs the lab's Python in dir. Ctrl-C reaches the Python process too (same
 // process group); it cleans up and exits, and this waits for it (the signal only
 // cancels the command's context, it does not kill the child).
-func runPythonIn(cmd *cobra.Command, python, dir, verb, plan string) error {
+func runPythonIn(cmd *cobra.Command, python, dir, verb, plan string, stdout io.Writer) error {
 	if _, err := os.Stat(python); err != nil {
 		return fmt.Errorf("%s not found: the lab runs on the system Python with Debian's mininet (apt-get install python3 mininet, or make deps)", python)
 	}
@@ -376,7 +385,7 @@ func runPythonIn(cmd *cobra.Command, python, dir, verb, plan string) error {
 		args = append(args, "--plan", plan)
 	}
 	c := exec.Command(python, args...)
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, cmd.ErrOrStderr()
 	c.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	if verb != "up" {
 		// Its own process group: a terminal's Ctrl-C reaches only this process, which

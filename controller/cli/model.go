@@ -25,7 +25,7 @@ TCP striped round robin over n links (the baseline, eq. 9 corrected), and Plait'
 predictor for one Linux TCP flow under rr, wrr or edpf, which the controller uses to
 choose how many and which paths to use. 'go doc ./controller/model' has the equations.`,
 	}
-	cmd.AddCommand(newModelPredictCmd(), newModelSweepCmd())
+	cmd.AddCommand(newModelPredictCmd(), newModelSweepCmd(), newModelValidateCmd())
 	return cmd
 }
 

@@ -1,12 +1,17 @@
-"""Plot a `plait model sweep` (seed 002's Fig. 7 or 8 style) as PNG.
+"""Plot a `plait model sweep` (seed 002's Fig. 7 or 8 style) or a `plait model validate`
+as PNG.
 
-Usage: python3 - SWEEP.json OUT.png   (the plait binary pipes this script on stdin)
+Usage: python3 - DATA.json OUT.png   (the plait binary pipes this script on stdin)
 
-SWEEP.json is {"figure": 7 or 8, "points": [SweepPoint, ...]} as written by the sweep.
+DATA.json is {"figure": 7 or 8, "points": [SweepPoint, ...]} as written by the sweep.
 Fig. 8: one column per minimum delay, throughput against ADA, a line per link count;
 Fig. 7: one column per link count, throughput over ADA x ABA as a heat map. The top row
 is the paper's model, the bottom row Plait's predictor (rr): their scales differ by
 orders of magnitude, so each row has its own.
+
+A validation is {"figure": "validate", "target": 0.9, "points": [...]}: one column per
+group of points (the scenarios, an ADA sweep), the lab's goodput and both models'
+predictions per configuration on top, their accuracy (eq. 24) with the target below.
 """
 
 import json
@@ -98,13 +103,80 @@ def fig7(points):
     return fig
 
 
+def validate(points, target):
+    groups = list(dict.fromkeys(p["group"] for p in points))
+    configs = list(dict.fromkeys(p["config"] for p in points))
+    colors = {c: "C%d" % i for i, c in enumerate(configs)}
+    fig, axes = plt.subplots(
+        2,
+        len(groups),
+        figsize=(max(5, 0.7 * len(points) / len(groups)) * len(groups), 7),
+        squeeze=False,
+        layout="constrained",
+    )
+    low = min([0] + [100 * p["plait"]["accuracy"] for p in points])
+    for col, g in enumerate(groups):
+        pts = [p for p in points if p["group"] == g]
+        labels = list(dict.fromkeys(p["label"] for p in pts))
+        top, bottom = axes[0][col], axes[1][col]
+        for c in configs:
+            cp = [p for p in pts if p["config"] == c]
+            if not cp:
+                continue
+            x = [labels.index(p["label"]) for p in cp]
+            kw = dict(color=colors[c], marker="o", ms=4)
+            top.plot(x, [p["measured_bps"] / 1e6 for p in cp], label=c + " lab", **kw)
+            top.plot(
+                x,
+                [p["plait"]["predicted_bps"] / 1e6 for p in cp],
+                ls="--",
+                label=c + " Plait",
+                **kw,
+            )
+            bottom.plot(
+                x, [100 * p["plait"]["accuracy"] for p in cp], label=c + " Plait", **kw
+            )
+            pp = [p for p in cp if p.get("paper")]
+            if pp:
+                xp = [labels.index(p["label"]) for p in pp]
+                kw["marker"] = "x"
+                top.plot(
+                    xp,
+                    [p["paper"]["predicted_bps"] / 1e6 for p in pp],
+                    ls=":",
+                    label=c + " paper",
+                    **kw,
+                )
+                bottom.plot(
+                    xp,
+                    [100 * p["paper"]["accuracy"] for p in pp],
+                    ls=":",
+                    label=c + " paper",
+                    **kw,
+                )
+        bottom.axhline(100 * target, color="k", lw=0.8, ls="--")
+        bottom.text(0, 100 * target, " target", va="bottom", fontsize=7)
+        bottom.set_ylim(low - 5, 105)
+        for ax in (top, bottom):
+            ax.set_xticks(range(len(labels)), labels, fontsize=8)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        top.set_title(g, fontsize=9)
+        top.set_ylabel("goodput (Mbit/s)")
+        bottom.set_ylabel("accuracy, eq. (24) (%)")
+    return fig
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: python3 - SWEEP.json OUT.png", file=sys.stderr)
         sys.exit(2)
     with open(sys.argv[1]) as f:
         data = json.load(f)
-    fig = (fig7 if data["figure"] == 7 else fig8)(data["points"])
+    if data["figure"] == "validate":
+        fig = validate(data["points"], data["target"])
+    else:
+        fig = (fig7 if data["figure"] == 7 else fig8)(data["points"])
     fig.savefig(sys.argv[2], dpi=110)
 
 

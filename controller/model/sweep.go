@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// PlotScript draws a sweep as PNG: `python3 - sweep.json out.png` with it on stdin. It
-// needs matplotlib (Debian: python3-matplotlib) and exits with status 3 without it.
+// PlotScript draws a sweep or a validation as PNG: `python3 - data.json out.png` with it
+// on stdin. It needs matplotlib (Debian: python3-matplotlib) and exits with status 3
+// without it.
 //
 //go:embed plot.py
 var PlotScript []byte

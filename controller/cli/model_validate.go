@@ -1,0 +1,615 @@
+package cli
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/plait/plait/controller/model"
+	"github.com/plait/plait/controller/scenario"
+	"github.com/plait/plait/topo"
+	"github.com/plait/plait/wire"
+)
+
+// validateConfigs are the lab configurations the models predict: Plait's predictor all
+// of them (ideal and single-best are one plain TCP flow on one link), the paper's model
+// rr only.
+var validateConfigs = []string{scenario.ConfigIdeal, scenario.ConfigSingleBest, scenario.ConfigRR, scenario.ConfigWRR}
+
+// validateTarget is the accuracy the issue asks of Plait's predictor at every point.
+const validateTarget = 0.90
+
+// Groups of validation points: the scenarios named on the command line, and an ADA sweep.
+const (
+	groupScenarios = "scenarios"
+	groupRuns      = "lab runs" // summaries given with --from
+)
+
+func newModelValidateCmd() *cobra.Command {
+	var (
+		lf        labFlags
+		adaSweep  string
+		sweepBase string
+		from      []string
+		outDir    string
+		noPlot    bool
+		asJSON    bool
+		pf        modelPaperFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "validate SCENARIO…",
+		Short: "Run the lab for each scenario and report how well both models predicted it (eq. 24)",
+		Long: `Validate runs 'plait lab run' for each SCENARIO (a file or a shipped name) with the
+configurations the models predict, reads the goodput of summary.json, and puts beside it
+seed 002's model (rr) and Plait's predictor (every configuration) with the accuracy of
+eq. (24), 1 − |measured − predicted| / measured.
+
+The predictions take the lab's own inputs: the scenario's paths, its congestion control,
+duration and omitted start, the tunnel's MSS and per-packet bytes (compact encapsulation
+in the parallel shape), plain TCP for ideal and single-best. The paper's model gets the
+bytes the run moved as E and the tunnel's MSS as s unless --paper-bytes or
+--paper-segment say otherwise.
+
+--ada-sweep derives scenarios from --sweep-base by spreading its paths' one-way delays
+from the smallest one, in their order, evenly to each average delay asymmetry (eq. 22),
+as 'plait model sweep' spreads its links. --from re-evaluates finished runs without the
+lab: a summary.json (or its folder), or a validate.json, whose runs keep their groups.
+
+Progress and the lab's output go to stderr, the table (or --json) to stdout; the folder
+--out/<time>/ gets validate.json, validate.md and validate.png (python3 with matplotlib).`,
+		Example: `  plait model validate s1-2 s1-3 s1-4 --repeat 3
+  plait model validate --ada-sweep 0,10,20,40,80ms --sweep-base s1-4
+  plait model validate --from results/validate/20261121-090000/validate.json --no-plot`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			jobs, err := validateJobs(cmd, args, adaSweep, sweepBase, from)
+			if err != nil {
+				return err
+			}
+			for _, c := range lf.compare {
+				if !slices.Contains(validateConfigs, c) {
+					return usagef(cmd, "--compare %q: the models predict %s", c, strings.Join(validateConfigs, ", "))
+				}
+			}
+			if lf.repeat < 1 || lf.repeat > 20 {
+				return usagef(cmd, "--repeat %d: give 1 to 20", lf.repeat)
+			}
+			if d, err := scenario.ParseDuration(lf.duration); lf.duration != "" && (err != nil || d <= 0) {
+				return usagef(cmd, "--duration %q: want a positive duration such as 10s", lf.duration)
+			}
+			po, err := pf.options(cmd)
+			if err != nil {
+				return err
+			}
+			v := validation{lf: &lf, po: po, set: validatePaperSet{bytes: pf.bytes != "", segment: pf.segment != 0}}
+			if cmd.Flags().Changed("compare") { // a lab run has only what it ran; --from, all
+				v.only = lf.compare
+			}
+			rep, labs, err := v.run(cmd, jobs)
+			if err != nil {
+				return err
+			}
+			if len(rep.Points) > 0 {
+				dir := filepath.Join(outDir, time.Now().Format("20060102-150405"))
+				if err := writeValidation(dir, rep, !noPlot); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "== validate: results in %s\n", dir)
+			}
+			if asJSON {
+				err = writeModelJSON(cmd.OutOrStdout(), rep)
+			} else {
+				err = printValidation(cmd.OutOrStdout(), rep)
+			}
+			if err == nil && len(rep.Failed) > 0 {
+				err = fmt.Errorf("%d of %d lab runs failed (%s first: %s)", len(rep.Failed), labs, rep.Failed[0].Scenario, rep.Failed[0].Error)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&lf.python, "python", topo.Python, "Python interpreter with Mininet")
+	f.StringSliceVar(&lf.compare, "compare", []string{scenario.ConfigRR, scenario.ConfigWRR}, "configurations to run and predict: "+strings.Join(validateConfigs, ", "))
+	f.StringVar(&lf.duration, "duration", "", "override traffic.duration, e.g. 10s")
+	f.StringVar(&lf.results, "results", "results", "folder for the lab runs' results/<scenario>/<time>/")
+	f.IntVar(&lf.repeat, "repeat", 1, "run every configuration this many times; the median run counts")
+	f.StringVar(&adaSweep, "ada-sweep", "", "also validate --sweep-base with its delays spread to these ADAs, e.g. 0,10,20,40,80ms")
+	f.StringVar(&sweepBase, "sweep-base", "s1-4", "the scenario --ada-sweep starts from")
+	f.StringArrayVar(&from, "from", nil, "re-evaluate a finished run: summary.json, its folder, or a validate.json (repeatable)")
+	f.StringVar(&outDir, "out", "results/validate", "folder for <time>/validate.json, validate.md and validate.png")
+	f.BoolVar(&noPlot, "no-plot", false, "write no PNG (no python3 needed)")
+	f.BoolVar(&asJSON, "json", false, "print JSON instead of the table")
+	pf.register(f)
+	return cmd
+}
+
+// validateJob is one point to validate: a scenario to run in the lab, or the summary of
+// a finished run.
+type validateJob struct {
+	group, label string
+	name         string
+	sc           *scenario.Scenario
+	summary      string
+}
+
+// validatePaperSet says which paper options the user gave; the others follow the run.
+type validatePaperSet struct{ bytes, segment bool }
+
+// validateJobs lists the points to validate: the scenarios named, the ADA sweep, and
+// the finished runs of --from.
+func validateJobs(cmd *cobra.Command, args []string, adaSweep, sweepBase string, from []string) ([]validateJob, error) {
+	var jobs []validateJob
+	for _, a := range args {
+		s, err := loadScenario(a)
+		if err != nil {
+			return nil, err
+		}
+		name := s.Name
+		if name == "" {
+			name = strings.TrimSuffix(filepath.Base(a), filepath.Ext(a))
+		}
+		jobs = append(jobs, validateJob{group: groupScenarios, label: name, name: name, sc: s})
+	}
+	if adaSweep != "" {
+		adas, err := parseDurationList(adaSweep)
+		if err != nil {
+			return nil, usagef(cmd, "--ada-sweep: %v", err)
+		}
+		base, err := loadScenario(sweepBase)
+		if err != nil {
+			return nil, usagef(cmd, "--sweep-base: %v", err)
+		}
+		if base.Name == "" {
+			base.Name = strings.TrimSuffix(filepath.Base(sweepBase), filepath.Ext(sweepBase))
+		}
+		for _, ada := range adas {
+			if ada < 0 {
+				return nil, usagef(cmd, "--ada-sweep: ADA %v is negative", ada)
+			}
+			s := adaScenario(base, ada)
+			jobs = append(jobs, validateJob{group: "ADA sweep of " + base.Name, label: fmtADA(ada), name: s.Name, sc: s})
+		}
+	}
+	for _, f := range from {
+		js, err := jobsFrom(f)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, js...)
+	}
+	if len(jobs) == 0 {
+		return nil, usagef(cmd, "nothing to validate: name scenarios (e.g. s1-2 s1-4), give --ada-sweep, or --from a summary.json")
+	}
+	return jobs, nil
+}
+
+// validation is how a validate command runs its jobs.
+type validation struct {
+	lf   *labFlags
+	po   model.PaperOptions
+	set  validatePaperSet
+	only []string // configurations to report; nil: every one the models predict
+}
+
+// run runs the lab for each job that names a scenario, one after the other, and puts
+// both models beside every run. A lab that fails is reported and the others go on; it
+// returns how many labs it ran.
+func (v validation) run(cmd *cobra.Command, jobs []validateJob) (*validateReport, int, error) {
+	labs := 0
+	for _, j := range jobs {
+		if j.sc != nil {
+			labs++
+		}
+	}
+	if labs > 0 && os.Geteuid() != 0 {
+		return nil, 0, errors.New("the lab needs root (network namespaces, eBPF, raw sockets): run it with sudo, or re-evaluate finished runs with --from")
+	}
+	rep := &validateReport{Figure: "validate", Target: validateTarget}
+	progress := cmd.ErrOrStderr()
+	run := 0
+	for _, j := range jobs {
+		file := j.summary
+		if j.sc != nil {
+			run++
+			fmt.Fprintf(progress, "== validate [%d/%d] %s: lab run of %s\n", run, labs, j.name, strings.Join(v.lf.compare, ", "))
+			out, err := runScenario(cmd, "run", j.sc, j.name, v.lf, progress)
+			if err != nil {
+				if cmd.Context().Err() != nil {
+					return nil, labs, err
+				}
+				fmt.Fprintf(progress, "== validate: %s failed: %v\n", j.name, err)
+				rep.Failed = append(rep.Failed, validateFailure{Scenario: j.name, Error: err.Error()})
+				continue
+			}
+			file = filepath.Join(out, "summary.json")
+		}
+		sum, err := readLabSummary(file)
+		if err != nil {
+			return nil, labs, err
+		}
+		pts, err := validatePoints(sum, file, j.group, j.label, v.only, v.po, v.set)
+		if err != nil {
+			return nil, labs, fmt.Errorf("%s: %w", file, err)
+		}
+		for _, p := range pts {
+			fmt.Fprintf(progress, "   %s %s: measured %s, paper %s (%s), Plait %s (%s)\n", p.Scenario, p.Config,
+				modelRate(p.Measured), checkRate(p.Paper), checkAccuracy(p.Paper), modelRate(p.Plait.Predicted), fmtAccuracy(p.Plait.Accuracy))
+		}
+		rep.Points = append(rep.Points, pts...)
+	}
+	return rep, labs, nil
+}
+
+// adaScenario is base with its paths' one-way delays spread by model.Spread from the
+// smallest of them to average delay asymmetry ada (eq. 22), each path keeping its rank:
+// the rates, queues and traffic stay, only the delay asymmetry changes.
+func adaScenario(base *scenario.Scenario, ada time.Duration) *scenario.Scenario {
+	s := *base
+	s.Paths = slices.Clone(base.Paths)
+	s.Compare = slices.Clone(base.Compare)
+	order := make([]int, len(s.Paths))
+	lo := s.Paths[0].Delay
+	for i, p := range s.Paths {
+		order[i] = i
+		lo = min(lo, p.Delay)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(base.Paths[a].Delay, base.Paths[b].Delay) })
+	ds := model.Spread(len(order), lo.Seconds(), ada.Seconds())
+	for rank, i := range order {
+		s.Paths[i].Delay = time.Duration(math.Round(ds[rank]*1e6)) * time.Microsecond
+	}
+	s.Name = fmt.Sprintf("%s-ada%s", base.Name, fmtADA(ada))
+	s.Description = fmt.Sprintf("%s with its delays spread from %v to an ADA of %v", base.Name, lo, ada)
+	return &s
+}
+
+func fmtADA(ada time.Duration) string {
+	return fmt.Sprintf("%gms", float64(ada)/float64(time.Millisecond))
+}
+
+// jobsFrom reads the runs --from names: a summary.json (or its folder), or a
+// validate.json, whose points' runs keep their group and label.
+func jobsFrom(name string) ([]validateJob, error) {
+	if st, err := os.Stat(name); err == nil && st.IsDir() {
+		for _, f := range []string{"summary.json", "validate.json"} {
+			if _, err := os.Stat(filepath.Join(name, f)); err == nil {
+				name = filepath.Join(name, f)
+				break
+			}
+		}
+	}
+	name, err := filepath.Abs(name)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	var probe struct {
+		Figure string          `json:"figure"`
+		Points []validatePoint `json:"points"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", name, err)
+	}
+	if probe.Figure != "validate" {
+		return []validateJob{{group: groupRuns, summary: name}}, nil
+	}
+	var jobs []validateJob
+	seen := map[string]bool{}
+	for _, p := range probe.Points {
+		if !seen[p.Summary] {
+			seen[p.Summary] = true
+			jobs = append(jobs, validateJob{group: p.Group, label: p.Label, summary: p.Summary})
+		}
+	}
+	return jobs, nil
+}
+
+// labSummary is what validation reads of a lab run's summary.json (topo/report.py).
+type labSummary struct {
+	Scenario   string      `json:"scenario"`
+	Shape      string      `json:"shape"`
+	Paths      []labLink   `json:"paths"`
+	Ideal      labLink     `json:"ideal_link"`
+	SingleBest singleBest  `json:"single_best"`
+	Traffic    labTraffic  `json:"traffic"`
+	Configs    []labResult `json:"configs"`
+}
+
+type labResult struct {
+	Config      string    `json:"config"`
+	Goodput     float64   `json:"goodput_bps"`
+	Runs        []float64 `json:"goodput_runs_bps"`
+	Retransmits int       `json:"retransmits"`
+	Error       string    `json:"error"`
+}
+
+func readLabSummary(file string) (*labSummary, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("lab summary: %w", err)
+	}
+	var s labSummary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("lab summary %s: %w", file, err)
+	}
+	if len(s.Paths) == 0 || s.Traffic.Duration <= 0 {
+		return nil, fmt.Errorf("lab summary %s: no paths or no duration; is it a plait lab run's summary.json?", file)
+	}
+	return &s, nil
+}
+
+// modelCheck is one model's prediction of a measurement and its accuracy, eq. (24).
+type modelCheck struct {
+	Predicted float64 `json:"predicted_bps"`
+	Accuracy  float64 `json:"accuracy"`
+}
+
+// validatePoint is one configuration of one lab run beside both models.
+type validatePoint struct {
+	Group       string      `json:"group"`
+	Label       string      `json:"label"`
+	Scenario    string      `json:"scenario"`
+	Links       int         `json:"links"`
+	ADA         float64     `json:"ada_s"`
+	ABA         float64     `json:"aba_bps"`
+	Config      string      `json:"config"`
+	Measured    float64     `json:"measured_bps"`
+	Runs        []float64   `json:"measured_runs_bps,omitempty"`
+	Retransmits int         `json:"retransmits"`
+	Paper       *modelCheck `json:"paper,omitempty"` // rr only
+	Plait       modelCheck  `json:"plait"`
+	Limit       model.Limit `json:"plait_limit"`
+	Summary     string      `json:"summary"`
+}
+
+type validateFailure struct {
+	Scenario string `json:"scenario"`
+	Error    string `json:"error"`
+}
+
+type validateReport struct {
+	Figure string            `json:"figure"` // "validate", for plot.py
+	Target float64           `json:"target"`
+	Points []validatePoint   `json:"points"`
+	Failed []validateFailure `json:"failed,omitempty"`
+}
+
+// labTCP is the flow of a lab configuration as the predictor sees it: the scenario's
+// congestion control, duration and omitted start, and the MSS and per-packet wire bytes of
+// plain TCP (ideal, single-best) or of the tunnel: compact in the parallel shape; in the
+// split shape the hosts send 1500-byte packets and the switches add encapsulation and
+// telemetry.
+func labTCP(sum *labSummary, config string) (model.TCP, error) {
+	cc, err := model.ParseCC(sum.Traffic.CC)
+	if err != nil {
+		return model.TCP{}, err
+	}
+	t := model.TCP{CC: cc, MSS: plainMSS, Overhead: plainOverhead,
+		Duration: seconds(sum.Traffic.Duration), Omit: seconds(sum.Traffic.Omit)}
+	switch {
+	case config != scenario.ConfigRR && config != scenario.ConfigWRR:
+	case sum.Shape == scenario.ShapeSplit:
+		t.Overhead += wire.EncapLen + wire.TelemetryLen
+	default:
+		t.MSS -= wire.CompactLen
+		t.Overhead += wire.CompactLen
+	}
+	return t, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+func modelPath(l labLink) model.Path {
+	return model.Path{Name: l.Name, Rate: l.Rate, Delay: time.Duration(l.Delay), Jitter: time.Duration(l.Jitter), Loss: l.Loss, Queue: l.Queue}
+}
+
+// validatePoints puts both models beside each measured configuration of a lab run that
+// they predict (only those of compare, when given).
+func validatePoints(sum *labSummary, file, group, label string, compare []string, po model.PaperOptions, set validatePaperSet) ([]validatePoint, error) {
+	paths := make([]model.Path, len(sum.Paths))
+	for i, l := range sum.Paths {
+		paths[i] = modelPath(l)
+	}
+	if label == "" {
+		label = sum.Scenario
+	}
+	var out []validatePoint
+	for _, r := range sum.Configs {
+		if !slices.Contains(validateConfigs, r.Config) || (len(compare) > 0 && !slices.Contains(compare, r.Config)) {
+			continue
+		}
+		if r.Error != "" || !(r.Goodput > 0) {
+			return nil, fmt.Errorf("%s measured no goodput (%s): nothing to compare", r.Config, r.Error)
+		}
+		tcp, err := labTCP(sum, r.Config)
+		if err != nil {
+			return nil, err
+		}
+		p := validatePoint{Group: group, Label: label, Scenario: sum.Scenario, Links: len(paths),
+			ADA: model.ADA(paths), ABA: model.ABA(paths), Config: r.Config, Measured: r.Goodput,
+			Runs: r.Runs, Retransmits: r.Retransmits, Summary: file}
+		var pred model.Prediction
+		switch r.Config {
+		case scenario.ConfigIdeal:
+			pred, err = model.Predict([]model.Path{modelPath(sum.Ideal)}, model.Split{}, tcp)
+		case scenario.ConfigSingleBest:
+			if sum.SingleBest.Index < 0 || sum.SingleBest.Index >= len(paths) {
+				return nil, fmt.Errorf("single-best: path index %d of %d paths", sum.SingleBest.Index, len(paths))
+			}
+			pred, err = model.Predict(paths[sum.SingleBest.Index:sum.SingleBest.Index+1], model.Split{}, tcp)
+		case scenario.ConfigRR:
+			pred, err = model.Predict(paths, model.Split{Mode: model.RR}, tcp)
+			if err == nil {
+				p.Paper, err = paperCheck(paths, po, set, tcp, r.Goodput)
+			}
+		case scenario.ConfigWRR:
+			// The lab's weights are the paths' rates, which is also Split's default.
+			pred, err = model.Predict(paths, model.Split{Mode: model.WRR}, tcp)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Config, err)
+		}
+		p.Plait = modelCheck{Predicted: pred.Goodput, Accuracy: model.Accuracy(r.Goodput, pred.Goodput)}
+		p.Limit = pred.Limit
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// paperCheck runs seed 002's model on the run: E is what the run moved (goodput over the
+// whole duration) and s the tunnel's MSS, unless the user set them.
+func paperCheck(paths []model.Path, po model.PaperOptions, set validatePaperSet, tcp model.TCP, measured float64) (*modelCheck, error) {
+	if !set.bytes {
+		po.Bytes = measured * tcp.Duration.Seconds() / 8
+	}
+	if !set.segment {
+		po.Segment = tcp.MSS
+	}
+	res, err := model.Paper(paths, po)
+	if err != nil {
+		return nil, fmt.Errorf("paper model: %w", err)
+	}
+	return &modelCheck{Predicted: res.Throughput, Accuracy: model.Accuracy(measured, res.Throughput)}, nil
+}
+
+func fmtAccuracy(a float64) string { return fmt.Sprintf("%.1f %%", 100*a) }
+
+func checkRate(c *modelCheck) string {
+	if c == nil {
+		return "-"
+	}
+	return modelRate(c.Predicted)
+}
+
+func checkAccuracy(c *modelCheck) string {
+	if c == nil {
+		return "-"
+	}
+	return fmtAccuracy(c.Accuracy)
+}
+
+// validateRows is the table of a report, shared by the terminal and validate.md.
+func validateRows(rep *validateReport) [][]string {
+	rows := [][]string{{"scenario", "links", "ADA", "ABA", "config", "measured", "runs", "paper", "paper accuracy", "Plait", "Plait accuracy"}}
+	for _, p := range rep.Points {
+		runs := "-"
+		if len(p.Runs) > 1 {
+			runs = fmt.Sprintf("%.3g–%.3g", slices.Min(p.Runs)/1e6, slices.Max(p.Runs)/1e6)
+		}
+		rows = append(rows, []string{p.Scenario, fmt.Sprint(p.Links), modelSeconds(p.ADA), modelRate(p.ABA), p.Config,
+			modelRate(p.Measured), runs, checkRate(p.Paper), checkAccuracy(p.Paper), modelRate(p.Plait.Predicted), fmtAccuracy(p.Plait.Accuracy)})
+	}
+	return rows
+}
+
+// validateVerdict sums up each model's accuracy against the target.
+func validateVerdict(rep *validateReport) []string {
+	var plait, paper []float64
+	var short []string
+	for _, p := range rep.Points {
+		plait = append(plait, p.Plait.Accuracy)
+		if p.Plait.Accuracy < rep.Target {
+			short = append(short, fmt.Sprintf("%s %s (%s)", p.Scenario, p.Config, fmtAccuracy(p.Plait.Accuracy)))
+		}
+		if p.Paper != nil {
+			paper = append(paper, p.Paper.Accuracy)
+		}
+	}
+	span := func(xs []float64) string {
+		var sum float64
+		for _, x := range xs {
+			sum += x
+		}
+		return fmt.Sprintf("%s to %s, mean %s over %d points", fmtAccuracy(slices.Min(xs)), fmtAccuracy(slices.Max(xs)), fmtAccuracy(sum/float64(len(xs))), len(xs))
+	}
+	var out []string
+	if len(plait) > 0 {
+		out = append(out, "Plait's predictor: "+span(plait))
+		if len(short) == 0 {
+			out = append(out, fmt.Sprintf("every point at or above the %s target", fmtAccuracy(rep.Target)))
+		} else {
+			out = append(out, fmt.Sprintf("below the %s target: %s", fmtAccuracy(rep.Target), strings.Join(short, ", ")))
+		}
+	}
+	if len(paper) > 0 {
+		out = append(out, "seed 002's model (rr): "+span(paper))
+	}
+	for _, f := range rep.Failed {
+		out = append(out, fmt.Sprintf("lab run of %s failed: %s", f.Scenario, f.Error))
+	}
+	return out
+}
+
+func printValidation(w io.Writer, rep *validateReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, r := range validateRows(rep) {
+		if i == 0 {
+			for j := range r {
+				r[j] = strings.ToUpper(r[j])
+			}
+		}
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, l := range validateVerdict(rep) {
+		fmt.Fprintln(w, l)
+	}
+	return nil
+}
+
+func validationMarkdown(rep *validateReport) []byte {
+	var b bytes.Buffer
+	b.WriteString("# Prediction accuracy against the lab\n\n")
+	b.WriteString("Accuracy is eq. (24) of seed 002, 1 − |measured − predicted| / measured. Measured is the lab's\n")
+	b.WriteString("goodput (summary.json: the median run; runs gives the range of all, Mbit/s). The paper's model\n")
+	b.WriteString("predicts rr only.\n\n")
+	for i, r := range validateRows(rep) {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+		if i == 0 {
+			b.WriteString("|" + strings.Repeat("---|", len(r)) + "\n")
+		}
+	}
+	b.WriteString("\n")
+	for _, l := range validateVerdict(rep) {
+		b.WriteString("- " + l + "\n")
+	}
+	return b.Bytes()
+}
+
+// writeValidation writes validate.json, validate.md and, with plot, validate.png.
+func writeValidation(dir string, rep *validateReport, plot bool) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("validate output: %w", err)
+	}
+	var js bytes.Buffer
+	if err := writeModelJSON(&js, rep); err != nil {
+		return err
+	}
+	base := filepath.Join(dir, "validate")
+	if err := os.WriteFile(base+".json", js.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("validate output: %w", err)
+	}
+	if err := os.WriteFile(base+".md", validationMarkdown(rep), 0o644); err != nil {
+		return fmt.Errorf("validate output: %w", err)
+	}
+	if !plot {
+		return nil
+	}
+	return runPlot(base+".json", base+".png")
+}
