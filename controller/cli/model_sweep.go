@@ -167,7 +167,19 @@ func parseList(s string, parse func(string) (float64, error)) ([]float64, error)
 	return out, nil
 }
 
+// parseDurationList reads durations as parseList does; a unit on the last value of a
+// comma-separated list carries to the bare numbers before it: 0,10,20,40,80ms.
 func parseDurationList(s string) ([]time.Duration, error) {
+	parts := strings.Split(s, ",")
+	last := strings.TrimSpace(parts[len(parts)-1])
+	if unit := strings.TrimLeft(last, "0123456789."); unit != "" && unit != last {
+		for i, p := range parts[:len(parts)-1] {
+			if _, err := strconv.ParseFloat(strings.TrimSpace(p), 64); err == nil {
+				parts[i] = strings.TrimSpace(p) + unit
+			}
+		}
+		s = strings.Join(parts, ",")
+	}
 	xs, err := parseList(s, func(p string) (float64, error) {
 		d, err := scenario.ParseDuration(p)
 		return float64(d), err

@@ -166,6 +166,24 @@ func TestADAScenario(t *testing.T) {
 	}
 }
 
+func TestParseDurationListCarriesTheUnit(t *testing.T) {
+	ms := time.Millisecond
+	for in, want := range map[string][]time.Duration{
+		"0,10,20,40,80ms": {0, 10 * ms, 20 * ms, 40 * ms, 80 * ms},
+		"5ms,1.5s":        {5 * ms, 1500 * ms},
+		"1,2s":            {time.Second, 2 * time.Second},
+		"10ms:30ms:10ms":  {10 * ms, 20 * ms, 30 * ms},
+	} {
+		got, err := parseDurationList(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := parseDurationList("10,20"); err == nil {
+		t.Error("bare numbers without any unit were read")
+	}
+}
+
 func TestModelValidateFrom(t *testing.T) {
 	dir := t.TempDir()
 	writeTestSummary(t, filepath.Join(dir, "run"), testSummary(scenario.ShapeParallel))
