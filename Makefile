@@ -31,7 +31,7 @@ bench: build
 
 # Prediction accuracy (eq. 24) of seed 002's model and Plait's predictor against the lab:
 # S1 with 2 to 8 links, and S1-4 with its delays spread to five ADAs. Root, like the lab;
-# about 40 minutes. Results in results/validate/<time>/.
+# about half an hour. Results in results/validate/<time>/
 bench-model: build
 	$(BIN) model validate s1-2 s1-3 s1-4 s1-5 s1-6 s1-7 s1-8 --ada-sweep 0,10,20,40,80ms --sweep-base s1-4 --repeat 3
 

@@ -529,12 +529,10 @@ func validateVerdict(rep *validateReport) []string {
 			paper = append(paper, p.Paper.Accuracy)
 		}
 	}
+	// The median, as one run that collapsed can make an accuracy any negative number.
 	span := func(xs []float64) string {
-		var sum float64
-		for _, x := range xs {
-			sum += x
-		}
-		return fmt.Sprintf("%s to %s, mean %s over %d points", fmtAccuracy(slices.Min(xs)), fmtAccuracy(slices.Max(xs)), fmtAccuracy(sum/float64(len(xs))), len(xs))
+		slices.Sort(xs)
+		return fmt.Sprintf("median %s over %d points (%s to %s)", fmtAccuracy(xs[len(xs)/2]), len(xs), fmtAccuracy(xs[0]), fmtAccuracy(xs[len(xs)-1]))
 	}
 	var out []string
 	if len(plait) > 0 {
@@ -542,7 +540,7 @@ func validateVerdict(rep *validateReport) []string {
 		if len(short) == 0 {
 			out = append(out, fmt.Sprintf("every point at or above the %s target", fmtAccuracy(rep.Target)))
 		} else {
-			out = append(out, fmt.Sprintf("below the %s target: %s", fmtAccuracy(rep.Target), strings.Join(short, ", ")))
+			out = append(out, fmt.Sprintf("%d of %d points below the %s target: %s", len(short), len(plait), fmtAccuracy(rep.Target), strings.Join(short, ", ")))
 		}
 	}
 	if len(paper) > 0 {

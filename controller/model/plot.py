@@ -103,6 +103,17 @@ def fig7(points):
     return fig
 
 
+FLOOR = -50
+
+
+def accuracy(ax, x, acc, label, kw, ls="-"):
+    ys = [max(FLOOR, 100 * a) for a in acc]
+    ax.plot(x, ys, ls=ls, label=label, **kw)
+    for xi, a in zip(x, acc):
+        if 100 * a < FLOOR:
+            ax.annotate("%.0f %%" % (100 * a), (xi, FLOOR), fontsize=7, va="bottom")
+
+
 def validate(points, target):
     groups = list(dict.fromkeys(p["group"] for p in points))
     configs = list(dict.fromkeys(p["config"] for p in points))
@@ -114,7 +125,9 @@ def validate(points, target):
         squeeze=False,
         layout="constrained",
     )
-    low = min([0] + [100 * p["plait"]["accuracy"] for p in points])
+    # A run that collapsed can make an accuracy any negative number: the axis stops at
+    # FLOOR and such points sit on it with their value written beside.
+    low = max(FLOOR, min([0] + [100 * p["plait"]["accuracy"] for p in points]))
     for col, g in enumerate(groups):
         pts = [p for p in points if p["group"] == g]
         labels = list(dict.fromkeys(p["label"] for p in pts))
@@ -133,9 +146,7 @@ def validate(points, target):
                 label=c + " Plait",
                 **kw,
             )
-            bottom.plot(
-                x, [100 * p["plait"]["accuracy"] for p in cp], label=c + " Plait", **kw
-            )
+            accuracy(bottom, x, [p["plait"]["accuracy"] for p in cp], c + " Plait", kw)
             pp = [p for p in cp if p.get("paper")]
             if pp:
                 xp = [labels.index(p["label"]) for p in pp]
@@ -147,12 +158,8 @@ def validate(points, target):
                     label=c + " paper",
                     **kw,
                 )
-                bottom.plot(
-                    xp,
-                    [100 * p["paper"]["accuracy"] for p in pp],
-                    ls=":",
-                    label=c + " paper",
-                    **kw,
+                accuracy(
+                    bottom, xp, [p["paper"]["accuracy"] for p in pp], c + " paper", kw, ":"
                 )
         bottom.axhline(100 * target, color="k", lw=0.8, ls="--")
         bottom.text(0, 100 * target, " target", va="bottom", fontsize=7)
