@@ -80,19 +80,16 @@ func callCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 
 // withAgent calls f with the agent named by --agent and a deadline for its calls.
 func withAgent(cmd *cobra.Command, f func(context.Context, pb.AgentClient) error) error {
-	c, done, err := agentClient(cmd)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ctx, cancel := callCtx(cmd)
-	defer cancel()
-	return explain(f(ctx, c))
+	return withClient(cmd, agentClient, f)
 }
 
 // withController calls f with the controller named by --controller and a deadline.
 func withController(cmd *cobra.Command, f func(context.Context, pb.ControllerClient) error) error {
-	c, done, err := controllerClient(cmd)
+	return withClient(cmd, controllerClient, f)
+}
+
+func withClient[C any](cmd *cobra.Command, dial func(*cobra.Command) (C, func(), error), f func(context.Context, C) error) error {
+	c, done, err := dial(cmd)
 	if err != nil {
 		return err
 	}

@@ -153,23 +153,34 @@ func TestBaseDelayWithoutTelemetry(t *testing.T) {
 	}
 }
 
-// A queue held full at its drop-tail limit holds its delay still, like a longer path,
-// but drops what overflows it: it is no step of the base.
-func TestFullQueueIsNotALongerPath(t *testing.T) {
+// feed runs n reports through a new estimator without telemetry; report gives each one's
+// new packets, new losses, and minimum and mean one-way delay (µs).
+func feed(n int, report func(k int) (pkts, lost uint64, owdMin, owdMean float64)) Estimate {
 	e := newPathEstimator()
 	var o Observation
 	var est Estimate
-	for k := range 80 {
+	for k := range n {
+		pkts, lost, lo, mean := report(k)
 		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
-			RxPackets: o.RxPackets + 2, Lost: o.Lost, OwdMin: 45e3, OwdMean: 45e3}
-		if k >= 20 { // full: 300 ms of queue, and a drop every few reports
-			o.OwdMin, o.OwdMean = 345e3, 345.5e3
-			if k%4 == 0 {
-				o.Lost++
-			}
-		}
+			RxPackets: o.RxPackets + pkts, Lost: o.Lost + lost, OwdMin: lo, OwdMean: mean}
 		est = e.update(o)
 	}
+	return est
+}
+
+// A queue held full at its drop-tail limit holds its delay still, like a longer path,
+// but drops what overflows it: it is no step of the base.
+func TestFullQueueIsNotALongerPath(t *testing.T) {
+	est := feed(80, func(k int) (uint64, uint64, float64, float64) {
+		if k < 20 {
+			return 2, 0, 45e3, 45e3
+		}
+		var lost uint64 // full: 300 ms of queue, and a drop every few reports
+		if k%4 == 0 {
+			lost = 1
+		}
+		return 2, lost, 345e3, 345.5e3
+	})
 	if math.Abs(est.Base-45e3) > 1 {
 		t.Fatalf("base %.0f µs behind a full queue, want 45 ms", est.Base)
 	}
@@ -178,17 +189,12 @@ func TestFullQueueIsNotALongerPath(t *testing.T) {
 // A slow path carrying a flow holds its queue as still as a longer path would hold its
 // delay, one packet a report: no step either.
 func TestSlowPathsStandingQueueIsNotALongerPath(t *testing.T) {
-	e := newPathEstimator()
-	var o Observation
-	var est Estimate
-	for k := range 80 {
-		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
-			RxPackets: o.RxPackets + 1, OwdMin: 45e3, OwdMean: 45e3}
-		if k >= 20 {
-			o.OwdMin, o.OwdMean = 545e3, 545.2e3
+	est := feed(80, func(k int) (uint64, uint64, float64, float64) {
+		if k < 20 {
+			return 1, 0, 45e3, 45e3
 		}
-		est = e.update(o)
-	}
+		return 1, 0, 545e3, 545.2e3
+	})
 	if math.Abs(est.Base-45e3) > 1 {
 		t.Fatalf("base %.0f µs behind a slow path's standing queue, want 45 ms", est.Base)
 	}
@@ -263,17 +269,12 @@ func TestPassingGapsAreNotLoss(t *testing.T) {
 // Slow start's bursts overflow a queue that drains between them: no standing queue,
 // yet the drops are the flow's own, not the path's.
 func TestBurstDropsAreNotRandomLoss(t *testing.T) {
-	e := newPathEstimator()
-	var o Observation
-	var est Estimate
-	for k := range 60 {
-		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
-			RxPackets: o.RxPackets + 100, Lost: o.Lost, OwdMin: 20e3, OwdMean: 20e3}
+	est := feed(60, func(k int) (uint64, uint64, float64, float64) {
 		if k >= 25 && k < 30 { // a burst queues 30 ms on average and overflows
-			o.OwdMean, o.Lost = 50e3, o.Lost+10
+			return 100, 10, 20e3, 50e3
 		}
-		est = e.update(o)
-	}
+		return 100, 0, 20e3, 20e3
+	})
 	if est.LossKnown && est.Loss > 0 {
 		t.Fatalf("random loss %.3f from a burst's drops", est.Loss)
 	}
@@ -282,25 +283,17 @@ func TestBurstDropsAreNotRandomLoss(t *testing.T) {
 // Drops of a congested moment come to light when the flow sends again on the path, after
 // it waited out a retransmission timeout: still congestion.
 func TestDropsRevealedAfterAStallAreNotRandomLoss(t *testing.T) {
-	e := newPathEstimator()
-	var o Observation
-	var est Estimate
-	for k := range 120 {
-		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
-			RxPackets: o.RxPackets, Lost: o.Lost, OwdMin: 20e3, OwdMean: 20e3}
+	est := feed(120, func(k int) (uint64, uint64, float64, float64) {
 		switch {
 		case k < 40: // a flow over a queue that breathes
-			o.RxPackets += 100
-			o.OwdMean = 20e3 + float64(k%10)*5e3
+			return 100, 0, 20e3, 20e3 + float64(k%10)*5e3
 		case k < 80: // stalled: probes only
-		default: // sending again, which reveals the drops
-			o.RxPackets += 100
-			if k == 80 {
-				o.Lost += 60
-			}
+			return 0, 0, 20e3, 20e3
+		case k == 80: // sending again, which reveals the drops
+			return 100, 60, 20e3, 20e3
 		}
-		est = e.update(o)
-	}
+		return 100, 0, 20e3, 20e3
+	})
 	if est.LossKnown && est.Loss > 0 {
 		t.Fatalf("random loss %.3f from drops revealed after a stall", est.Loss)
 	}
@@ -308,17 +301,12 @@ func TestDropsRevealedAfterAStallAreNotRandomLoss(t *testing.T) {
 
 // One burst of losses is an event, not a rate: random loss strikes report after report.
 func TestOneLossBurstIsNotARate(t *testing.T) {
-	e := newPathEstimator()
-	var o Observation
-	var est Estimate
-	for k := range 60 {
-		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
-			RxPackets: o.RxPackets + 100, Lost: o.Lost, OwdMin: 20e3, OwdMean: 20e3}
+	est := feed(60, func(k int) (uint64, uint64, float64, float64) {
 		if k == 40 {
-			o.Lost += 60
+			return 100, 60, 20e3, 20e3
 		}
-		est = e.update(o)
-	}
+		return 100, 0, 20e3, 20e3
+	})
 	if est.LossKnown && est.Loss > 0 {
 		t.Fatalf("random loss %.3f from one burst", est.Loss)
 	}

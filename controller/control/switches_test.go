@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/plait/plait/controller/p4switch"
+	"github.com/plait/plait/internal/p4test"
 )
 
 // splitRig is an embedded switch with memory ports served over P4Runtime on loopback:
@@ -24,29 +23,12 @@ type splitRig struct {
 
 func newSplitRig(t *testing.T, paths int) *splitRig {
 	t.Helper()
+	ports, opts := p4test.MemPorts(paths + 1)
 	r := &splitRig{ports: map[uint32]*p4switch.MemPort{}}
-	var opts []p4switch.Option
-	for p := uint32(1); p <= uint32(paths)+1; p++ {
-		mp := p4switch.NewMemPort("mem" + string(rune('0'+p)))
-		r.ports[p] = mp
-		opts = append(opts, p4switch.WithPort(uint16(p), mp, p4switch.LinkParams{}))
+	for p, mp := range ports {
+		r.ports[uint32(p)] = mp
 	}
-	sw, err := p4switch.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	sw.Register(g)
-	go g.Serve(lis)
-	t.Cleanup(func() { g.Stop(); sw.Close() })
-	r.addr = lis.Addr().String()
+	_, r.addr = p4test.Serve(t, opts...)
 	return r
 }
 

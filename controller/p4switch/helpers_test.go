@@ -3,7 +3,6 @@ package p4switch_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/plait/plait/controller/p4info"
 	"github.com/plait/plait/controller/p4switch"
 	"github.com/plait/plait/internal/nstest"
+	"github.com/plait/plait/internal/p4test"
 	"github.com/vishvananda/netns"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -29,13 +29,8 @@ type rig struct {
 
 func newRig(t testing.TB, n int, opts ...p4switch.Option) *rig {
 	t.Helper()
-	ports := map[uint16]*p4switch.MemPort{}
-	for i := 1; i <= n; i++ {
-		mp := p4switch.NewMemPort("mem" + string(rune('0'+i)))
-		ports[uint16(i)] = mp
-		opts = append(opts, p4switch.WithPort(uint16(i), mp, p4switch.LinkParams{}))
-	}
-	r := newRigWith(t, opts...)
+	ports, portOpts := p4test.MemPorts(n)
+	r := newRigWith(t, append(opts, portOpts...)...)
 	r.ports = ports
 	return r
 }
@@ -44,32 +39,13 @@ func newRig(t testing.TB, n int, opts ...p4switch.Option) *rig {
 func newRigWith(t testing.TB, opts ...p4switch.Option) *rig {
 	t.Helper()
 	r := &rig{ports: map[uint16]*p4switch.MemPort{}, info: p4info.Default()}
-	sw, err := p4switch.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.sw = sw
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	sw.Register(g)
-	go g.Serve(lis)
-	r.addr = lis.Addr().String()
+	r.sw, r.addr = p4test.Serve(t, opts...)
 	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.conn, r.client = conn, p4v1.NewP4RuntimeClient(conn)
-	t.Cleanup(func() {
-		conn.Close()
-		g.Stop()
-		sw.Close()
-	})
+	t.Cleanup(func() { conn.Close() })
 	return r
 }
 

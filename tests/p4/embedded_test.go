@@ -2,13 +2,13 @@ package p4_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"github.com/plait/plait/controller/p4info"
 	"github.com/plait/plait/controller/p4switch"
+	"github.com/plait/plait/internal/p4test"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -23,26 +23,12 @@ type embedded struct {
 func newEmbedded(t *testing.T) *embedded {
 	t.Helper()
 	e := &embedded{ports: map[int]*p4switch.MemPort{}, pins: make(chan *p4v1.PacketIn, 16)}
-	var opts []p4switch.Option
-	for i := 1; i <= 4; i++ {
-		e.ports[i] = p4switch.NewMemPort("mem")
-		opts = append(opts, p4switch.WithPort(uint16(i), e.ports[i], p4switch.LinkParams{}))
+	ports, opts := p4test.MemPorts(4)
+	for i, mp := range ports {
+		e.ports[int(i)] = mp
 	}
-	sw, err := p4switch.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	sw.Register(g)
-	go g.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	_, addr := p4test.Serve(t, opts...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +36,6 @@ func newEmbedded(t *testing.T) *embedded {
 	t.Cleanup(func() {
 		cancel()
 		conn.Close()
-		g.Stop()
-		sw.Close()
 	})
 	e.c = p4v1.NewP4RuntimeClient(conn)
 	arbitrate(t, ctx, e.c, e.pins)
