@@ -232,8 +232,9 @@ func modelPaths(ests []*pathEstimator) []model.Path {
 
 // chooseSet picks the paths edpf may use: the model's best subset of the live paths,
 // changed only when the gain is worth it and the current set has settled. While some
-// path's capacity is unknown every live path stays in: the model would be choosing
-// between guesses, and a path left out would never be measured.
+// path's capacity or base delay is unknown every live path stays in: the model would be
+// choosing between guesses (a restarted agent's path read as 0 ms long and was dropped
+// for its skew), and a path left out would never be measured.
 //
 // It returns the split's weights for wrr (capacity over the chosen set, 0 elsewhere).
 func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.Mode, tcp model.TCP) []float64 {
@@ -244,7 +245,7 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		if e.est.Alive {
 			live = append(live, i)
 			liveMask[i] = true
-			if !e.est.CapacityKnown {
+			if !e.est.CapacityKnown || math.IsNaN(e.est.Base) {
 				unknown++
 			}
 		}
@@ -264,7 +265,7 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 			set[i] = true
 		}
 		o.set, o.setLive, o.predict, o.setMode = set, nil, 0, mode
-		o.reason = fmt.Sprintf("%v over every live path while %d capacities are unknown", mode, unknown)
+		o.reason = fmt.Sprintf("%v over every live path while %d are not measured yet", mode, unknown)
 		return weights()
 	}
 	all := modelPaths(ests)
