@@ -149,6 +149,31 @@ static __always_inline __u16 csum_fold(__u32 sum)
 	return ~sum;
 }
 
+/* The controller asks for a congestion signal when every path of a bulk flow holds a
+ * standing queue: one early loss (or CE mark) lets TCP back off once, before the paths'
+ * queues overflow together and the tail drops on every path cost it several window
+ * reductions or a timeout. Only full-sized TCP segments carry it, and only one per request
+ * (the CPU that moves signaled up gives it). Returns 1 when the packet is to be dropped. */
+static __always_inline int take_signal(const struct tx_cfg *cfg, struct tx_state *st, struct iphdr *ip,
+				       __u32 inner_len)
+{
+	__u32 was = *(volatile __u32 *)&st->signaled;
+	__u32 want = cfg->signal;
+	if ((__s32)(want - was) <= 0 || ip->protocol != IPPROTO_TCP || inner_len <= ACK_MAX_INNER)
+		return 0;
+	if (__sync_val_compare_and_swap(&st->signaled, was, want) != was)
+		return 0;
+	if (!(ip->tos & 3))
+		return 1;
+	/* ECT(0) or ECT(1) becomes CE (RFC 3168); the checksum follows (RFC 1624). */
+	__u16 old = *(__u16 *)ip;
+	ip->tos |= 3;
+	__u32 sum = (__u16)~ip->check + (__u16)~old + *(__u16 *)ip;
+	ip->check = csum_fold(sum);
+	verdict(SND_MARK_SIGNAL, 0);
+	return 0;
+}
+
 static __always_inline void write_eth_udp(struct ethhdr *eth, struct udphdr *udp, const struct tx_cfg *cfg,
 					  const struct tx_path *path, __u16 ip_len)
 {
@@ -259,6 +284,8 @@ static __always_inline int send(struct __sk_buff *skb)
 		      ip->saddr == cfg->local && ip->daddr == cfg->peer;
 	__u32 encap_len = (compact ? PLAIT_COMPACT_LEN : PLAIT_ENCAP_LEN) + (tel ? PLAIT_TEL_LEN : 0);
 	__u32 inner_len = skb->len - sizeof(struct ethhdr);
+	if (take_signal(cfg, st, ip, inner_len))
+		return verdict(SND_DROP_SIGNAL, TC_ACT_SHOT);
 	/* TCP stamps every segment with its monotonic departure time, which is now: reading
 	 * it saves a clock read. Other traffic carries no such stamp. */
 	__u64 now = skb->tstamp;

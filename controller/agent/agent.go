@@ -497,6 +497,19 @@ func (a *Agent) SetPathState(_ context.Context, req *pb.SetPathStateRequest) (*p
 	})
 }
 
+// Signal asks for one congestion signal more than the sender has given, so requests that
+// come while one is pending, or from a restarted agent, ask for no more than one.
+func (a *Agent) Signal(_ context.Context, req *pb.TunnelRef) (*pb.Tunnel, error) {
+	return a.update(req.Id, func(t *tunnel) error {
+		c, err := a.dp.ReadSender(t.slot)
+		if err != nil {
+			return status.Errorf(codes.Internal, "%v", err)
+		}
+		t.signal = c.Signaled + 1
+		return nil
+	})
+}
+
 // SetPathEstimates feeds edpf each path's rate and one-way delay.
 func (a *Agent) SetPathEstimates(_ context.Context, req *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
 	return a.update(req.TunnelId, func(t *tunnel) error {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -446,5 +447,64 @@ func TestAckPathCarriesSmallPackets(t *testing.T) {
 	c.AckPath = "wifi"
 	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, c) }); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a tunnel with an ACK path it does not have: %v, want InvalidArgument", err)
+	}
+}
+
+// Congestion signals asked for over the API: requests while one is pending add nothing;
+// a bulk TCP flow that takes one retransmits the dropped segment.
+func TestCongestionSignal(t *testing.T) {
+	p := newPair(t, 3)
+	p.configure(t, 1, 1, 1)
+	ctx := context.Background()
+	signal := func(id uint32) error {
+		_, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Signal(ctx, &pb.TunnelRef{Id: id}) })
+		return err
+	}
+	given := func() (uint32, uint64) {
+		t.Helper()
+		c, err := p.a1.dp.ReadSender(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snd, _, _ := p.a1.dp.Verdicts([]uint32{0})
+		return c.Signaled, snd["drop_signal"]
+	}
+	if err := signal(9); status.Code(err) != codes.NotFound {
+		t.Errorf("signal to an unknown tunnel: %v, want NotFound", err)
+	}
+	for range 3 {
+		if err := signal(7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := given(); n != 0 {
+		t.Fatalf("%d signals given without TCP traffic", n)
+	}
+	p.h2.Start("iperf3", "-s", "-1")
+	time.Sleep(200 * time.Millisecond)
+	client, output := p.h1.Start("iperf3", "-c", "10.99.0.2", "-t", "3", "-J", "-C", "cubic")
+	time.Sleep(time.Second)
+	if n, drops := given(); n != 1 || drops != 1 {
+		t.Fatalf("three requests while pending: %d signals given, %d dropped; want 1", n, drops)
+	}
+	if err := signal(7); err != nil {
+		t.Fatal(err)
+	}
+	client.Wait()
+	var r struct {
+		End struct {
+			SumSent struct {
+				Retransmits int `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(output()), &r); err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, output())
+	}
+	if n, drops := given(); n != 2 || drops != 2 {
+		t.Fatalf("a request during the transfer: %d signals given, %d dropped; want 2", n, drops)
+	}
+	if r.End.SumSent.Retransmits < 1 {
+		t.Errorf("the flow retransmitted %d segments; the signalled one was dropped", r.End.SumSent.Retransmits)
 	}
 }

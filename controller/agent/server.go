@@ -42,6 +42,9 @@ func (s server) SetAckPath(ctx context.Context, r *pb.SetAckPathRequest) (*pb.Tu
 func (s server) SetPathState(ctx context.Context, r *pb.SetPathStateRequest) (*pb.Tunnel, error) {
 	return s.a.SetPathState(ctx, r)
 }
+func (s server) Signal(ctx context.Context, r *pb.TunnelRef) (*pb.Tunnel, error) {
+	return s.a.Signal(ctx, r)
+}
 func (s server) SetPathEstimates(ctx context.Context, r *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
 	return s.a.SetPathEstimates(ctx, r)
 }

@@ -26,6 +26,7 @@ type tunnel struct {
 	mtu    int
 	paths  []*path
 	gen    uint64
+	signal uint32 // congestion signals asked for (datapath.Tunnel.Signal)
 	// rxIfindex is the interface a receive-only tunnel listens on (0 otherwise).
 	rxIfindex int
 }
@@ -218,7 +219,7 @@ func (p *path) resolve(l netlink.Link, timeout time.Duration) {
 func (t *tunnel) datapath() datapath.Tunnel {
 	mode := map[pb.Mode]datapath.Mode{pb.Mode_MODE_RR: datapath.ModeRR, pb.Mode_MODE_WRR: datapath.ModeWRR, pb.Mode_MODE_EDPF: datapath.ModeEDPF}[t.cfg.Mode]
 	dt := datapath.Tunnel{Slot: t.slot, ID: uint16(t.cfg.Id), Prefix: t.remote, Port: uint16(t.cfg.Port), Mode: mode,
-		Telemetry: t.cfg.Telemetry, Compact: t.peer.IsValid(), Local: t.addr.Addr(), Peer: t.peer}
+		Telemetry: t.cfg.Telemetry, Compact: t.peer.IsValid(), Local: t.addr.Addr(), Peer: t.peer, Signal: t.signal}
 	for i, p := range t.paths {
 		dt.Paths = append(dt.Paths, datapath.Path{
 			Ifindex: uint32(p.ifindex), SrcIP: p.local, DstIP: p.remote, SrcMAC: p.localMAC, DstMAC: p.hopMAC,

@@ -157,6 +157,7 @@ func (c *Controller) step(ctx context.Context, full bool) {
 		} else {
 			// Between intervals only liveness changes: take dead paths out now.
 			want = cloneTarget(d.current)
+			want.signal = false
 			for i, e := range d.ests {
 				if i < len(want.up) {
 					want.up[i] = e.est.Alive
@@ -274,6 +275,11 @@ func (c *Controller) write(ctx context.Context, d *direction, old, want target, 
 	if all || old.ackPath != want.ackPath {
 		if _, err := cl.SetAckPath(ctx, &pb.SetAckPathRequest{TunnelId: id, Path: want.ackPath}); err != nil {
 			return fmt.Errorf("set ACK path: %w", err)
+		}
+	}
+	if want.signal {
+		if _, err := cl.Signal(ctx, &pb.TunnelRef{Id: id}); err != nil {
+			return fmt.Errorf("congestion signal: %w", err)
 		}
 	}
 	return nil

@@ -198,6 +198,10 @@ func (d *direction) view() *pb.Direction {
 	if d.current.ackPath != "" && d.ackReason != "" {
 		v.Reason += "; " + d.ackReason
 	}
+	if o := d.opt; o.signals > 0 {
+		v.Reason += fmt.Sprintf("; %d congestion signals, the last %.1f s ago at a mean queue of %.0f ms",
+			o.signals, d.lastUpdate.Sub(o.signalAt).Seconds(), o.signalQ/1e3)
+	}
 	if d.writeErr != "" {
 		v.Reason = "cannot write the split (" + d.writeErr + "); wanted: " + v.Reason
 	}

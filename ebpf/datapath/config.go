@@ -81,6 +81,9 @@ type Tunnel struct {
 	Compact     bool
 	Local, Peer netip.Addr
 	Paths       []Path
+	// Signal counts the congestion signals asked for: the sender gives one each time it
+	// is ahead of the signals given (SenderCounters.Signaled); see take_signal.
+	Signal uint32
 }
 
 func (t *Tunnel) validate() error {
@@ -191,6 +194,7 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 	cfg.TunnelId = htons(t.ID)
 	cfg.Mode = uint8(t.Mode)
 	cfg.N_paths = uint8(len(t.Paths))
+	cfg.Signal = t.Signal
 	if t.Telemetry {
 		cfg.Flags |= 1 // TX_F_TELEMETRY
 	}

@@ -25,6 +25,7 @@ type senderTxCfg struct {
 	Flags    uint8
 	AckPath  uint8
 	_        [3]byte
+	Signal   uint32
 	Local    uint32
 	Peer     uint32
 	Paths    [8]senderTxPath
@@ -53,7 +54,7 @@ type senderTxPathStats struct {
 type senderTxState struct {
 	_         structs.HostLayout
 	Seq       uint32
-	Pad       uint32
+	Signaled  uint32
 	Counter   uint64
 	PathSeq   [8]uint32
 	BusyUntil [8]uint64

@@ -397,3 +397,68 @@ func TestSenderACKPath(t *testing.T) {
 		t.Fatal("two ACK paths were accepted")
 	}
 }
+
+// A congestion signal goes to the next full-sized TCP segment, once per request: dropped
+// when the flow is not ECN-capable, marked CE (checksum intact) when it is; ACK-sized
+// packets and other traffic never carry it, and a request already given does nothing.
+func TestSenderCongestionSignal(t *testing.T) {
+	d := load(t)
+	tun := testTunnel(ModeRR, 2)
+	configure(t, d, tun)
+	signal := func(n uint32) {
+		t.Helper()
+		tun.Signal = n
+		if err := d.WriteSender(tun); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signaled := func() uint32 {
+		t.Helper()
+		c, err := d.ReadSender(tun.Slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Signaled
+	}
+	if ret, _, _ := sent(t, d, innerPacket(0, 1200), tun.Slot); ret != tcActRedirect {
+		t.Fatalf("no signal asked for: verdict %d, want redirect", ret)
+	}
+	signal(1)
+	if ret, _, _ := sent(t, d, innerPacket(1, 0), tun.Slot); ret != tcActRedirect {
+		t.Fatalf("an ACK-sized packet took the signal: verdict %d", ret)
+	}
+	if ret, _, _ := sent(t, d, innerPacket(2, 1200), tun.Slot); ret != tcActShot {
+		t.Fatalf("signal for a flow without ECN: verdict %d, want the segment dropped", ret)
+	}
+	if got := signaled(); got != 1 {
+		t.Fatalf("signals given %d, want 1", got)
+	}
+	for i := range 3 {
+		if ret, _, _ := sent(t, d, innerPacket(uint32(3+i), 1200), tun.Slot); ret != tcActRedirect {
+			t.Fatalf("segment %d after the signal was given: verdict %d, want redirect", i, ret)
+		}
+	}
+
+	signal(2)
+	in := innerPacket(6, 1200)
+	in[14+1] = 0x02 // ECT(0)
+	binary.BigEndian.PutUint16(in[14+10:], 0)
+	binary.BigEndian.PutUint16(in[14+10:], wire.Checksum(in[14:34]))
+	ret, out, _ := sent(t, d, in, tun.Slot)
+	if ret != tcActRedirect {
+		t.Fatalf("signal for an ECN-capable flow: verdict %d, want the segment sent", ret)
+	}
+	inner := out[14+wire.EncapLen:]
+	if inner[1]&3 != 3 {
+		t.Fatalf("inner ECN bits %02b, want CE (11)", inner[1]&3)
+	}
+	if wire.Checksum(inner[:20]) != 0 {
+		t.Fatalf("inner IPv4 checksum wrong after marking: % x", inner[:20])
+	}
+	if got := signaled(); got != 2 {
+		t.Fatalf("signals given %d, want 2", got)
+	}
+	if v, _, err := d.Verdicts([]uint32{tun.Slot}); err != nil || v["drop_signal"] != 1 || v["mark_signal"] != 1 {
+		t.Fatalf("verdicts %v (%v): want one drop_signal and one mark_signal", v, err)
+	}
+}

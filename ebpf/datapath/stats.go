@@ -20,6 +20,7 @@ var (
 	SenderVerdicts = []string{
 		"pass_not_ipv4", "pass_no_tunnel", "pass_not_tunnel",
 		"drop_malformed", "drop_gso", "drop_too_big", "drop_no_path", "drop_adjust",
+		"drop_signal", "mark_signal",
 	}
 	ReceiverVerdicts = []string{
 		"pass_not_ipv4", "pass_not_udp", "pass_other_port", "pass_fragment",
@@ -78,6 +79,8 @@ type SenderCounters struct {
 	PathSeq [wire.MaxPaths]uint32
 	Packets [wire.MaxPaths]uint64
 	Bytes   [wire.MaxPaths]uint64 // on the wire, encapsulation included
+	// Signaled counts the congestion signals given (Tunnel.Signal).
+	Signaled uint32
 }
 
 // ReadSender reads a tunnel slot's sender counters.
@@ -87,7 +90,7 @@ func (d *Datapath) ReadSender(slot uint32) (SenderCounters, error) {
 	if err := d.snd.SndStates.Lookup(slot, &st); err != nil {
 		return c, fmt.Errorf("read sender state: %w", err)
 	}
-	c.Seq, c.PathSeq = st.Seq, st.PathSeq
+	c.Seq, c.PathSeq, c.Signaled = st.Seq, st.PathSeq, st.Signaled
 	var per []senderTxPathStats
 	for p := uint32(0); p < wire.MaxPaths; p++ {
 		if err := d.snd.SndPaths.Lookup(slot*wire.MaxPaths+p, &per); err != nil {

@@ -50,6 +50,9 @@ enum sender_stat {
 			      * with compact tunnels only TCP gets the larger MTU */
 	SND_DROP_NO_PATH,    /* every path is down */
 	SND_DROP_ADJUST,     /* no room to encapsulate */
+	SND_DROP_SIGNAL,     /* a congestion signal to a flow that is not ECN-capable */
+	SND_MARK_SIGNAL,     /* a congestion signal as CE; the packet is sent (and counted
+			      * on its path) */
 	SND_STAT_MAX,
 };
 

@@ -33,6 +33,9 @@ struct tx_cfg {
 	__u8 up_mask;    /* bit i: path i may carry packets */
 	__u8 flags;      /* TX_F_* */
 	__u8 ack_path;   /* TX_F_ACK_PATH: the path ACK-sized packets take */
+	/* Congestion signals asked for: while this is ahead of tx_state.signaled, the next
+	 * full-sized TCP segment is marked CE (ECN-capable) or dropped before the tunnel. */
+	__u32 signal;
 	__be32 local;    /* compact: the tunnel's own address ... */
 	__be32 peer;     /* ... and the peer's: TCP between them is sent compact */
 	struct tx_path paths[PLAIT_MAX_PATHS];
@@ -42,8 +45,8 @@ struct tx_cfg {
 /* Mutable per-tunnel sender state, changed with atomics only; survives config flips and
  * agent restarts. */
 struct tx_state {
-	__u32 seq;     /* next tunnel seq */
-	__u32 pad;
+	__u32 seq;      /* next tunnel seq */
+	__u32 signaled; /* congestion signals given (tx_cfg.signal) */
 	__u64 counter; /* rr/wrr position */
 	__u32 path_seq[PLAIT_MAX_PATHS];
 	__u64 busy_until[PLAIT_MAX_PATHS]; /* edpf: when the path's virtual queue drains, ns */

@@ -1608,7 +1608,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aMODE_RR\x10\x01\x12\f\n" +
 	"\bMODE_WRR\x10\x02\x12\r\n" +
-	"\tMODE_EDPF\x10\x032\xdc\x04\n" +
+	"\tMODE_EDPF\x10\x032\x8d\x05\n" +
 	"\x05Agent\x125\n" +
 	"\tConfigure\x12\x16.plait.v1.TunnelConfig\x1a\x10.plait.v1.Tunnel\x124\n" +
 	"\fRemoveTunnel\x12\x13.plait.v1.TunnelRef\x1a\x0f.plait.v1.Empty\x12=\n" +
@@ -1619,7 +1619,8 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"SetAckPath\x12\x1b.plait.v1.SetAckPathRequest\x1a\x10.plait.v1.Tunnel\x12?\n" +
 	"\fSetPathState\x12\x1d.plait.v1.SetPathStateRequest\x1a\x10.plait.v1.Tunnel\x12G\n" +
-	"\x10SetPathEstimates\x12!.plait.v1.SetPathEstimatesRequest\x1a\x10.plait.v1.Tunnel\x123\n" +
+	"\x10SetPathEstimates\x12!.plait.v1.SetPathEstimatesRequest\x1a\x10.plait.v1.Tunnel\x12/\n" +
+	"\x06Signal\x12\x13.plait.v1.TunnelRef\x1a\x10.plait.v1.Tunnel\x123\n" +
 	"\bGetStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats\x127\n" +
 	"\n" +
 	"WatchStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats0\x01B-Z+github.com/plait/plait/api/plait/v1;plaitv1b\x06proto3"
@@ -1684,20 +1685,22 @@ var file_agent_proto_depIdxs = []int32{
 	11, // 19: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
 	12, // 20: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
 	13, // 21: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
-	14, // 22: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	14, // 23: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	6,  // 24: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	1,  // 25: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	8,  // 26: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	6,  // 27: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	6,  // 28: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	6,  // 29: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	6,  // 30: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	6,  // 31: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	18, // 32: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	18, // 33: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
+	7,  // 22: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
+	14, // 23: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	14, // 24: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	6,  // 25: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	1,  // 26: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	8,  // 27: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	6,  // 28: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	6,  // 29: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	6,  // 30: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	6,  // 31: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	6,  // 32: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	6,  // 33: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	18, // 34: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	18, // 35: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name

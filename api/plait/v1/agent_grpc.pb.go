@@ -30,6 +30,7 @@ const (
 	Agent_SetAckPath_FullMethodName       = "/plait.v1.Agent/SetAckPath"
 	Agent_SetPathState_FullMethodName     = "/plait.v1.Agent/SetPathState"
 	Agent_SetPathEstimates_FullMethodName = "/plait.v1.Agent/SetPathEstimates"
+	Agent_Signal_FullMethodName           = "/plait.v1.Agent/Signal"
 	Agent_GetStats_FullMethodName         = "/plait.v1.Agent/GetStats"
 	Agent_WatchStats_FullMethodName       = "/plait.v1.Agent/WatchStats"
 )
@@ -51,6 +52,10 @@ type AgentClient interface {
 	SetPathState(ctx context.Context, in *SetPathStateRequest, opts ...grpc.CallOption) (*Tunnel, error)
 	// SetPathEstimates feeds the edpf scheduler its per-path rate and one-way delay.
 	SetPathEstimates(ctx context.Context, in *SetPathEstimatesRequest, opts ...grpc.CallOption) (*Tunnel, error)
+	// Signal asks the sender for one congestion signal to the tunnel's bulk TCP flow: its
+	// next full-sized segment is marked CE when ECN-capable, or else dropped before it
+	// enters the tunnel. A request while one is still pending adds nothing.
+	Signal(ctx context.Context, in *TunnelRef, opts ...grpc.CallOption) (*Tunnel, error)
 	GetStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*Stats, error)
 	// WatchStats sends a Stats message every interval_ms until the client goes away.
 	WatchStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Stats], error)
@@ -144,6 +149,16 @@ func (c *agentClient) SetPathEstimates(ctx context.Context, in *SetPathEstimates
 	return out, nil
 }
 
+func (c *agentClient) Signal(ctx context.Context, in *TunnelRef, opts ...grpc.CallOption) (*Tunnel, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Tunnel)
+	err := c.cc.Invoke(ctx, Agent_Signal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentClient) GetStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*Stats, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Stats)
@@ -190,6 +205,10 @@ type AgentServer interface {
 	SetPathState(context.Context, *SetPathStateRequest) (*Tunnel, error)
 	// SetPathEstimates feeds the edpf scheduler its per-path rate and one-way delay.
 	SetPathEstimates(context.Context, *SetPathEstimatesRequest) (*Tunnel, error)
+	// Signal asks the sender for one congestion signal to the tunnel's bulk TCP flow: its
+	// next full-sized segment is marked CE when ECN-capable, or else dropped before it
+	// enters the tunnel. A request while one is still pending adds nothing.
+	Signal(context.Context, *TunnelRef) (*Tunnel, error)
 	GetStats(context.Context, *StatsRequest) (*Stats, error)
 	// WatchStats sends a Stats message every interval_ms until the client goes away.
 	WatchStats(*StatsRequest, grpc.ServerStreamingServer[Stats]) error
@@ -226,6 +245,9 @@ func (UnimplementedAgentServer) SetPathState(context.Context, *SetPathStateReque
 }
 func (UnimplementedAgentServer) SetPathEstimates(context.Context, *SetPathEstimatesRequest) (*Tunnel, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetPathEstimates not implemented")
+}
+func (UnimplementedAgentServer) Signal(context.Context, *TunnelRef) (*Tunnel, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Signal not implemented")
 }
 func (UnimplementedAgentServer) GetStats(context.Context, *StatsRequest) (*Stats, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetStats not implemented")
@@ -398,6 +420,24 @@ func _Agent_SetPathEstimates_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_Signal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TunnelRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).Signal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_Signal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).Signal(ctx, req.(*TunnelRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agent_GetStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatsRequest)
 	if err := dec(in); err != nil {
@@ -465,6 +505,10 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetPathEstimates",
 			Handler:    _Agent_SetPathEstimates_Handler,
+		},
+		{
+			MethodName: "Signal",
+			Handler:    _Agent_Signal_Handler,
 		},
 		{
 			MethodName: "GetStats",
