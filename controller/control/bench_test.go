@@ -130,13 +130,17 @@ func BenchmarkControllerReaction(b *testing.B) {
 			}
 			lab.SetLink(3, true, "--rate", rate)
 			start := time.Now()
+			var got []float64
 			for time.Since(start) < 8*time.Second {
-				if within(weights(forward(b, ctl)), want, 0.10) {
+				if got = weights(forward(b, ctl)); within(got, want, 0.10) {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 			took = append(took, time.Since(start))
+			if !within(got, want, 0.10) {
+				b.Logf("path c at %s: weights still %.3f after 8 s, want the ratio of %v", rate, got, want)
+			}
 			time.Sleep(2 * time.Second)
 		}
 		slices.Sort(took)
