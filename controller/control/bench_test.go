@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"os"
 	"slices"
 	"strconv"
@@ -131,15 +132,24 @@ func BenchmarkControllerReaction(b *testing.B) {
 			lab.SetLink(3, true, "--rate", rate)
 			start := time.Now()
 			var got []float64
+			var trace []string
 			for time.Since(start) < 8*time.Second {
-				if got = weights(forward(b, ctl)); within(got, want, 0.10) {
+				d := forward(b, ctl)
+				if got = weights(d); within(got, want, 0.10) {
 					break
+				}
+				if len(trace) == 0 || time.Since(start) > time.Duration(len(trace))*500*time.Millisecond {
+					line := fmt.Sprintf("%4.1fs %5.2f Mbit/s", time.Since(start).Seconds(), d.GoodputBps/1e6)
+					for _, p := range d.Paths {
+						line += fmt.Sprintf(" | %s w%.2f c%.2f q%.0f tx%.2f rx%.2f", p.Name, p.Weight, p.CapacityBps/1e6, p.QueueUs/1e3, p.TxBps/1e6, p.RxBps/1e6)
+					}
+					trace = append(trace, line)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 			took = append(took, time.Since(start))
 			if !within(got, want, 0.10) {
-				b.Logf("path c at %s: weights still %.3f after 8 s, want the ratio of %v", rate, got, want)
+				b.Logf("path c at %s: weights still %.3f after 8 s, want the ratio of %v:\n%s", rate, got, want, strings.Join(trace, "\n"))
 			}
 			time.Sleep(2 * time.Second)
 		}
