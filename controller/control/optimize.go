@@ -106,17 +106,18 @@ type optimizer struct {
 	bulk       bool
 	lightSince time.Time
 
-	set      []bool // paths the split may use
-	setLive  []bool // paths that were alive when set was chosen
-	setMode  model.Mode
-	setSince time.Time
-	corr     []float64 // arrival correction per path, µs
-	starved  []int     // consecutive intervals a path in use showed no queue while another did
-	reason   string
-	predict  float64
-	signalAt time.Time // last congestion signal
-	signals  int       // congestion signals given
-	signalQ  float64   // the paths' mean queue at the last one, µs
+	set       []bool // paths the split may use
+	setLive   []bool // paths that were alive when set was chosen
+	setMode   model.Mode
+	setSince  time.Time
+	corr      []float64 // arrival correction per path, µs
+	starved   []int     // consecutive intervals a path in use showed no queue while another did
+	reason    string
+	predict   float64
+	signalAt  time.Time // last congestion signal
+	signals   int       // congestion signals given
+	signalQ   float64   // the paths' mean queue at the last one, µs
+	lastQueue float64   // the paths' mean queue at the previous decision, µs
 }
 
 // A direction starts as bulk: a flow starting on the fastest path alone and then spread
@@ -457,6 +458,9 @@ func balance(ests []*pathEstimator, w []float64) []float64 {
 // (weighted by share: a share error of 2 % leaves one path nearly empty while the rest
 // fill), the flow has more in flight than the paths carry, so one early signal costs
 // little goodput: the window shrinks by cubic's 30 % and the queues absorb most of that.
+// A queue that is already shrinking needs no signal: the flow is backing off (on A1 a
+// second signal while slow start's overshoot drained cut the window to 59 packets, and
+// the flow ran at half the paths' rate for 8 s).
 func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64) bool {
 	var total float64
 	for i, v := range w {
@@ -482,7 +486,9 @@ func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64)
 		minBase = min(minBase, e.est.Base)
 	}
 	rtt := meanBase + minBase // µs: data over the split, ACKs back over the fastest path
-	if queue < max(signalMin, signalFrac*rtt) {
+	rising := queue > o.lastQueue
+	o.lastQueue = queue
+	if queue < max(signalMin, signalFrac*rtt) || !rising {
 		return false
 	}
 	hold := max(signalHold, time.Duration(signalRTTs*(rtt+queue))*time.Microsecond)

@@ -225,20 +225,22 @@ func TestModelPathsLossFloor(t *testing.T) {
 	}
 }
 
-// A bulk flow gets one early congestion signal once the paths it uses hold a standing
-// queue of half its base round trip on average (by share), then none until the hold is
-// over; never under an operator's fixed split.
+// A bulk flow gets one early congestion signal once the paths it uses hold a growing
+// standing queue of half its base round trip on average (by share), then none until the
+// hold is over; none while the queues shrink (the flow is backing off already), and never
+// under an operator's fixed split.
 func TestOptimizerCongestionSignal(t *testing.T) {
 	caps := []float64{35.9e6, 18.4e6, 33.3e6, 14.7e6} // S1-4: shares .351 .180 .326 .144
 	delays := []float64{20e3, 35e3, 25e3, 45e3}
-	queue := func(ests []*pathEstimator, q ...float64) {
-		for i, e := range ests {
-			e.est.Owd = e.est.Base + q[i]
-		}
-	}
-	signals := func(o *optimizer, ests []*pathEstimator, override string, from, to time.Duration) []time.Duration {
+	// signals runs the optimiser every 100 ms from..to with the paths' queues q, each
+	// growing by grow µs a step, and returns when it asked for a signal.
+	signals := func(o *optimizer, ests []*pathEstimator, override string, from, to time.Duration, grow float64, q ...float64) []time.Duration {
 		var at []time.Duration
 		for d := from; d < to; d += 100 * time.Millisecond {
+			step := float64((d - from) / (100 * time.Millisecond))
+			for i, e := range ests {
+				e.est.Owd = e.est.Base + q[i] + step*grow
+			}
 			if o.decide(t0.Add(d), ests, override, nil, model.TCP{}).signal {
 				at = append(at, d)
 			}
@@ -248,24 +250,28 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 	ests := known(caps, delays, 102e6)
 	o := newOptimizer(len(caps), t0)
 	// Base round trip: 28.1 ms one way by share, 20 ms back; half of it is 24.1 ms.
-	queue(ests, 23e3, 23e3, 23e3, 23e3)
-	if at := signals(o, ests, "auto", 0, 3*time.Second); at != nil {
-		t.Fatalf("queues of 23 ms, below half the round trip, were signalled at %v", at)
+	if at := signals(o, ests, "auto", 0, 3*time.Second, 10, 20e3, 20e3, 20e3, 20e3); at != nil {
+		t.Fatalf("queues growing to 23 ms, below half the round trip, were signalled at %v", at)
 	}
-	queue(ests, 0, 60e3, 0, 60e3) // 19.4 ms by share: two small paths queue, the big ones do not
-	if at := signals(o, ests, "auto", 3*time.Second, 6*time.Second); at != nil {
+	// Two small paths queue, the big ones do not: 19.4 ms by share.
+	if at := signals(o, ests, "auto", 3*time.Second, 6*time.Second, 10, 0, 60e3, 0, 60e3); at != nil {
 		t.Fatalf("a mean queue of 19 ms was signalled at %v", at)
 	}
-	queue(ests, 30e3, 30e3, 30e3, 2e3) // 26 ms by share: one path lags its share
-	at := signals(o, ests, "auto", 6*time.Second, 8500*time.Millisecond)
+	// 26 ms by share and growing, one path lagging its share.
+	at := signals(o, ests, "auto", 6*time.Second, 8500*time.Millisecond, 10, 30e3, 30e3, 30e3, 2e3)
 	if want := []time.Duration{6 * time.Second, 7 * time.Second, 8 * time.Second}; !slices.Equal(at, want) {
-		t.Fatalf("a mean queue of 26 ms: signals at %v, want %v (one per second)", at, want)
+		t.Fatalf("a growing mean queue of 26 ms: signals at %v, want %v (one per second)", at, want)
 	}
 	if o.signals != 3 {
 		t.Fatalf("%d signals counted, want 3", o.signals)
 	}
+	// The queues peak at 90 ms within the hold, then shrink.
+	signals(o, ests, "auto", 8600*time.Millisecond, 8700*time.Millisecond, 0, 90e3, 90e3, 90e3, 90e3)
+	if at := signals(o, ests, "auto", 9*time.Second, 12*time.Second, -100, 80e3, 80e3, 80e3, 80e3); at != nil {
+		t.Fatalf("queues of 80 ms shrinking were signalled at %v", at)
+	}
 	fixed := newOptimizer(len(caps), t0)
-	if at := signals(fixed, ests, "wrr", 0, 3*time.Second); at != nil {
+	if at := signals(fixed, ests, "wrr", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
 		t.Fatalf("operator's wrr was signalled at %v", at)
 	}
 }
