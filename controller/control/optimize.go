@@ -61,9 +61,9 @@ const (
 	// of S1-4 predicts a third of the goodput, and the model dropped the best path.
 	lossFloor = 0.001
 	// Early congestion signal (see congested): when the paths carrying a bulk flow hold
-	// a standing queue of signalFrac of the flow's base round trip (mean by share), the
-	// sender gives the flow one early loss (or CE mark), at most every signalHold and
-	// every signalRTTs round trips.
+	// a growing standing queue of signalFrac of the flow's base round trip (mean by
+	// share), the sender gives the flow one early loss (or CE mark), at most every
+	// signalHold and every signalRTTs round trips.
 	signalFrac = 0.5
 	signalMin  = 5e3 // µs
 	signalHold = time.Second
