@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -491,20 +490,11 @@ func TestCongestionSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	client.Wait()
-	var r struct {
-		End struct {
-			SumSent struct {
-				Retransmits int `json:"retransmits"`
-			} `json:"sum_sent"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal([]byte(output()), &r); err != nil {
-		t.Fatalf("iperf3: %v\n%s", err, output())
-	}
+	_, retransmits := iperfResult(t, output())
 	if n, drops := given(); n != 2 || drops != 2 {
 		t.Fatalf("a request during the transfer: %d signals given, %d dropped; want 2", n, drops)
 	}
-	if r.End.SumSent.Retransmits < 1 {
-		t.Errorf("the flow retransmitted %d segments; the signalled one was dropped", r.End.SumSent.Retransmits)
+	if retransmits < 1 {
+		t.Errorf("the flow retransmitted %d segments; the signalled one was dropped", retransmits)
 	}
 }

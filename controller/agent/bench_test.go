@@ -17,7 +17,13 @@ func iperfGoodput(b *testing.B, p *pair, addr string, seconds int) (float64, int
 	b.Helper()
 	p.h2.Start("iperf3", "-s", "-1")
 	time.Sleep(200 * time.Millisecond)
-	out := p.h1.Run("iperf3", "-c", addr, "-t", itoa(seconds), "-O", "1", "-J", "-C", "cubic")
+	return iperfResult(b, p.h1.Run("iperf3", "-c", addr, "-t", strconv.Itoa(seconds), "-O", "1", "-J", "-C", "cubic"))
+}
+
+// iperfResult reads an iperf3 client's JSON report: the receiver's goodput and the
+// sender's retransmissions.
+func iperfResult(t testing.TB, out string) (float64, int) {
+	t.Helper()
 	var r struct {
 		End struct {
 			SumSent struct {
@@ -29,12 +35,10 @@ func iperfGoodput(b *testing.B, p *pair, addr string, seconds int) (float64, int
 		} `json:"end"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		b.Fatalf("iperf3 output: %v\n%s", err, out)
+		t.Fatalf("iperf3 output: %v\n%s", err, out)
 	}
 	return r.End.SumReceived.BitsPerSecond, r.End.SumSent.Retransmits
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // BenchmarkStripedGoodput compares one TCP flow striped over three unshaped veth paths
 // with the same flow over one unstriped veth, offloads set the same way on both (no

@@ -75,6 +75,13 @@ func TestModelBadArguments(t *testing.T) {
 		{[]string{"sweep", "--links", "0"}, "--links 0"},
 		{[]string{"sweep", "--ada", "9ms:1ms:1ms"}, "FROM ≤ TO"},
 		{[]string{"sweep", "--min-rate", "fast"}, "--min-rate"},
+		{[]string{"validate"}, "nothing to validate"},
+		{[]string{"validate", "s1-2", "--compare", "mptcp"}, `--compare "mptcp"`},
+		{[]string{"validate", "--ada-sweep", "soon"}, "--ada-sweep"},
+		{[]string{"validate", "--ada-sweep", "10ms", "--sweep-base", "no-such"}, "--sweep-base"},
+		{[]string{"validate", "s1-2", "--repeat", "0"}, "--repeat 0"},
+		{[]string{"validate", "s1-2", "--duration", "soon"}, "--duration"},
+		{[]string{"validate", "s1-2", "--paper-rounding", "up-ish"}, "--paper-rounding"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := runModel(t, tc.args...)

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -227,29 +226,6 @@ func TestModelValidateFrom(t *testing.T) {
 	}
 	if len(rep.Points) != 1 || rep.Points[0].Config != "rr" || rep.Points[0].Group != groupRuns || rep.Points[0].Paper == nil {
 		t.Errorf("re-evaluation: %+v", rep.Points)
-	}
-}
-
-func TestModelValidateBadArguments(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"validate"}, "nothing to validate"},
-		{[]string{"validate", "s1-2", "--compare", "mptcp"}, `--compare "mptcp"`},
-		{[]string{"validate", "--ada-sweep", "soon"}, "--ada-sweep"},
-		{[]string{"validate", "--ada-sweep", "10ms", "--sweep-base", "no-such"}, "--sweep-base"},
-		{[]string{"validate", "s1-2", "--repeat", "0"}, "--repeat 0"},
-		{[]string{"validate", "s1-2", "--duration", "soon"}, "--duration"},
-		{[]string{"validate", "s1-2", "--paper-rounding", "up-ish"}, "--paper-rounding"},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			_, err := runModel(t, tc.args...)
-			var ue usageError
-			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error = %v, want a usage error mentioning %q", err, tc.want)
-			}
-		})
 	}
 }
 

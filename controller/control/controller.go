@@ -157,7 +157,6 @@ func (c *Controller) step(ctx context.Context, full bool) {
 		} else {
 			// Between intervals only liveness changes: take dead paths out now.
 			want = cloneTarget(d.current)
-			want.signal = false
 			for i, e := range d.ests {
 				if i < len(want.up) {
 					want.up[i] = e.est.Alive
@@ -180,6 +179,8 @@ func (c *Controller) step(ctx context.Context, full bool) {
 			}
 			j.d.pushed, j.d.writeErr = false, err.Error()
 		} else {
+			// A congestion signal is an event, not part of what the sender holds.
+			j.want.signal = false
 			j.d.current, j.d.pushed, j.d.writeErr = j.want, true, ""
 		}
 		c.mu.Unlock()

@@ -23,17 +23,19 @@ import (
 // RET") every helper call pays for its returns, and the floor is most of the cost.
 const benchPackets = 100000
 
-func trivial(b *testing.B, typ ebpf.ProgramType, ret int32) *ebpf.Program {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:         typ,
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, ret), asm.Return()},
-		License:      "GPL",
-	})
+// program loads a hand-written program for comparison with the datapath's.
+func program(b *testing.B, typ ebpf.ProgramType, insns asm.Instructions) *ebpf.Program {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: typ, Instructions: insns, License: "GPL"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { prog.Close() })
 	return prog
+}
+
+// trivial only returns ret: what a test run costs around any program.
+func trivial(b *testing.B, typ ebpf.ProgramType, ret int32) *ebpf.Program {
+	return program(b, typ, asm.Instructions{asm.Mov.Imm(asm.R0, ret), asm.Return()})
 }
 
 // perPacket is the mean kernel-measured run time over the frames.
@@ -59,13 +61,7 @@ func helperFloor(b *testing.B, typ ebpf.ProgramType, move asm.Instructions, ret 
 		asm.Mov.Reg(asm.R1, asm.R6),
 	}
 	insns = append(insns, move...)
-	insns = append(insns, asm.Mov.Imm(asm.R0, ret), asm.Return())
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: typ, Instructions: insns, License: "GPL"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { prog.Close() })
-	return prog
+	return program(b, typ, append(insns, asm.Mov.Imm(asm.R0, ret), asm.Return()))
 }
 
 func report(b *testing.B, prog, floor, base *ebpf.Program, frames [][]byte) {
