@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -496,5 +497,34 @@ func TestCongestionSignal(t *testing.T) {
 	}
 	if retransmits < 1 {
 		t.Errorf("the flow retransmitted %d segments; the signalled one was dropped", retransmits)
+	}
+}
+
+// An idle path's probes carry a telemetry block when the tunnel asks switches for one, so
+// that the receiver's delay and queue means cover the same packets (the controller
+// subtracts one from the other for the path's base delay); and none when it does not.
+func TestProbesCarryTelemetry(t *testing.T) {
+	p := newPair(t, 1)
+	ctx := context.Background()
+	configure := func(telemetry bool) {
+		c := tunnelConfig("1", "2", 1)
+		c.Telemetry = telemetry
+		if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, c) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, tunnelConfig("2", "1", 1)) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, telemetry := range []bool{true, false} {
+		configure(telemetry)
+		time.Sleep(1500 * time.Millisecond)
+		ps := stats(t, p.h2, p.a2, time.Second).Paths[0]
+		if ps.Probes == 0 || ps.RxPackets != 0 {
+			t.Fatalf("telemetry %v: want probes only on the idle path, got %d probes, %d data packets", telemetry, ps.Probes, ps.RxPackets)
+		}
+		if got := !math.IsNaN(ps.QueueUs); got != telemetry {
+			t.Errorf("telemetry %v: probes carried a telemetry block: %v (queue %v µs)", telemetry, got, ps.QueueUs)
+		}
 	}
 }

@@ -363,6 +363,10 @@ func (pr *prober) probe(now uint64) {
 		return
 	}
 	n, size := 1, wire.HeaderLen
+	tel := pr.hdr.Flags&wire.FlagTelemetry != 0
+	if tel {
+		size += wire.TelemetryLen
+	}
 	if idle >= uint64(trainEvery) && (pr.lastTrain == 0 || now-pr.lastTrain >= uint64(trainEvery)) {
 		n, size, pr.lastTrain = trainLen, trainBytes, now
 	}
@@ -370,7 +374,9 @@ func (pr *prober) probe(now uint64) {
 	for range n {
 		pr.hdr.PathSeq++
 		pr.hdr.TxNs = uint32(monoNow())
-		wire.AppendHeader(buf[:0], pr.hdr)
+		if b := wire.AppendHeader(buf[:0], pr.hdr); tel {
+			wire.AppendTelemetry(b, wire.Telemetry{})
+		}
 		// A full socket buffer or an unreachable peer only costs this probe.
 		unix.Sendto(pr.fd, buf, unix.MSG_DONTWAIT, &pr.dst)
 	}
@@ -389,10 +395,19 @@ func newProber(t *tunnel, i int, p *path) (*prober, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("bind to %s: %w", p.local, err)
 	}
+	// On a tunnel with telemetry the probes carry a block too: the receiver's mean delay
+	// and mean switch queue then cover the same packets. Without it, the probes of a path
+	// just left out of the split (quick, its queue drained) pulled the delay mean below the
+	// queue mean of the data before them, and the controller read the path's base delay
+	// as negative for its whole window.
+	flags := uint8(wire.FlagProbe)
+	if t.cfg.Telemetry {
+		flags |= wire.FlagTelemetry
+	}
 	return &prober{
 		fd:  fd,
 		dst: unix.SockaddrInet4{Addr: p.remote.As4(), Port: int(t.cfg.Port)},
-		hdr: wire.Header{Version: wire.Version, Flags: wire.FlagProbe, PathID: uint8(i), TunnelID: uint16(t.cfg.Id)},
+		hdr: wire.Header{Version: wire.Version, Flags: flags, PathID: uint8(i), TunnelID: uint16(t.cfg.Id)},
 	}, nil
 }
 

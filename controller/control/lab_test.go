@@ -200,9 +200,9 @@ func TestControllerSurvivesRestarts(t *testing.T) {
 			t.Errorf("agent %s not reconnected after its restart: %s", a.Name, a.LastError)
 		}
 	}
-	// Its estimates settle again within seconds: a path may read short of its capacity or
-	// base delay for a moment after the restarts (packet pairs stand in until a busy
-	// stretch; a set that changed waits setDwell before it changes back).
+	// Its estimates settle again within seconds: a path may read short of its capacity for
+	// a moment after the restarts (packet pairs stand in until a busy stretch; a set that
+	// changed waits setDwell before it changes back).
 	d := forward(t, ctl)
 	for deadline := time.Now().Add(6 * time.Second); !within(weights(d), []float64{5, 2, 7}, 0.15) && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
