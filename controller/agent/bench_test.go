@@ -44,10 +44,10 @@ func iperfResult(t testing.TB, out string) (float64, int) {
 // with the same flow over one unstriped veth, offloads set the same way on both (no
 // segmentation or checksum offload, one-segment skbs), in one run; and reports what
 // each program costs per packet in that real traffic. Single and striped flows alternate
-// for three rounds and the medians are compared: on a small machine a flow's goodput
+// for five rounds and the medians are compared: on a small machine a flow's goodput
 // varies by tens of percent from one run to the next.
 func BenchmarkStripedGoodput(b *testing.B) {
-	const rounds = 3
+	const rounds = 5
 	for b.Loop() {
 		p := newPair(b, 3)
 		p.configure(b, 1, 1, 1)
