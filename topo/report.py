@@ -19,6 +19,9 @@ PLOTS = ["goodput.png", "share.png", "owd.png", "reorder_extent.png"]
 def fmt_rate(bps):
     if bps is None or (isinstance(bps, float) and math.isnan(bps)):
         return "-"
+    # Rounded to three digits before the unit is chosen: 999.6 kbit/s is "1 Mbit/s", not
+    # "1e+03 kbit/s" (K1's wrr row read so).
+    bps = float("%.3g" % bps)
     for unit, m in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
         if bps >= m:
             return "%.3g %s" % (bps / m, unit)

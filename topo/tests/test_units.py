@@ -109,6 +109,15 @@ def test_goodput_leaves_out_the_warm_up():
     assert runner.goodput(ip, 1) == (5e6, 5)
 
 
+def test_fmt_rate():
+    assert report.fmt_rate(999.6e3) == "1 Mbit/s"
+    assert report.fmt_rate(999.4e3) == "999 kbit/s"
+    assert report.fmt_rate(6.695e6) == "6.7 Mbit/s"
+    assert report.fmt_rate(1.5e9) == "1.5 Gbit/s"
+    assert report.fmt_rate(12) == "12 bit/s"
+    assert report.fmt_rate(float("nan")) == "-"
+
+
 def test_parse_stream_and_num():
     text = (
         json.dumps({"a": 1}, indent=2)
