@@ -51,7 +51,10 @@ const (
 	minOnlyWin     = 10 * time.Second       // base from minimum OWD: must outlast queues
 	stepConfirm    = time.Second            // a shift of the minimum held this long is a new base
 	minBusyQueueUs = 1500
-	dispKeep       = 12 // recent dispersion estimates kept for a median
+	dispKeep       = 12              // recent dispersion estimates kept for a median ...
+	dispAge        = 2 * time.Second // ... for at most this long ...
+	dispMin        = 3               // ... unless fewer remain
+	pairRaise      = 1.2             // pairs this far above a measured capacity raise it
 	// Capacity comes from bytes delivered over a stretch in which the path never ran out
 	// of queue: at least busyStretch long (50 ms reports hold a handful of packets on a
 	// slow path, far too few), at most busyKeep.
@@ -94,7 +97,7 @@ type pathEstimator struct {
 	hasPrev   bool
 	settled   uint64  // cumulative losses seen in two reports in a row
 	baseWin   []timed // per-interval base samples
-	dispRates []float64
+	dispRates []timed
 	deliv     []delivery // recent cumulative delivery, for busy-stretch capacity
 	busyKnown bool       // capacity measured over a busy stretch at least once
 	losses    []lossCount
@@ -267,15 +270,30 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		est.Capacity = rate
 	}
 	if o.DispN >= 2 && o.DispBps > 0 {
-		e.dispRates = append(e.dispRates, o.DispBps)
-		if len(e.dispRates) > dispKeep {
-			e.dispRates = e.dispRates[1:]
-		}
+		e.dispRates = append(e.dispRates, timed{o.At, o.DispBps})
+	}
+	// A path's pairs come a few a second, so a median over a count of them lags a change
+	// by seconds: the older samples age out, all but the newest dispMin.
+	for len(e.dispRates) > dispKeep || len(e.dispRates) > dispMin && o.At.Sub(e.dispRates[0].at) > dispAge {
+		e.dispRates = e.dispRates[1:]
 	}
 	// Packet pairs (probe trains on idle paths, bursts of data) stand in until a busy
-	// stretch measures the capacity exactly.
-	if !e.busyKnown && len(e.dispRates) > 0 {
-		est.Capacity, est.CapacityKnown = median(e.dispRates), true
+	// stretch measures the capacity exactly. After that they can only raise it, on a path
+	// that has held no queue for a while: one the split under-feeds never gets another
+	// busy stretch, and its deliveries lift the estimate only as far as its share lets
+	// it deliver. A raise that overshoots is corrected by the busy stretch it brings.
+	if len(e.dispRates) > 0 {
+		rates := make([]float64, len(e.dispRates))
+		for i, d := range e.dispRates {
+			rates[i] = d.v
+		}
+		m := median(rates)
+		switch {
+		case !e.busyKnown:
+			est.Capacity, est.CapacityKnown = m, true
+		case len(rates) >= dispMin && m > pairRaise*est.Capacity && o.At.Sub(e.lastBusy) >= busyKeep:
+			est.Capacity = m
+		}
 	}
 	e.prev, e.hasPrev = o, true
 	return *est

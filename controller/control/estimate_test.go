@@ -99,6 +99,41 @@ func TestPartialLoadIsNotCapacity(t *testing.T) {
 	}
 }
 
+// A path measured busy at 3.5 Mbit/s whose capacity doubles while the split under-feeds
+// it (3 Mbit/s offered) never gets another busy stretch: packet pairs well above the
+// estimate raise it once the path has held no queue for a while, and pairs near it, or
+// on a path that queued recently, change nothing.
+func TestPairsRaiseAnUnderFedPath(t *testing.T) {
+	s := &synth{rate: 3.5e6, base: 50e3, offered: func(time.Duration) float64 { return 6e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	if est := run(e, s, 0, 2*time.Second, true); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("busy: capacity %.0f, want 3.5 Mbit/s", est.Capacity)
+	}
+	s.rate, s.queue, s.offered = 7e6, 0, func(time.Duration) float64 { return 3e6 }
+	// pairs feeds reports with packet pairs reading bps from..to and returns the estimate.
+	pairs := func(bps float64, from, to time.Duration) Estimate {
+		var est Estimate
+		for at := from; at < to; at += step {
+			o := s.next(at, true)
+			o.DispBps, o.DispN = bps, 2
+			est = e.update(o)
+		}
+		return est
+	}
+	// Pairs at once after the busy stretch, and pairs within a fifth of the estimate,
+	// leave it (the deliveries' floor does not move it either: 3 < 3.5).
+	if est := pairs(6.8e6, 2*time.Second, 2500*time.Millisecond); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("pairs right after a busy stretch: capacity %.0f, want 3.5 Mbit/s kept", est.Capacity)
+	}
+	if est := pairs(4e6, 2500*time.Millisecond, 6*time.Second); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("pairs at 4 Mbit/s: capacity %.0f, want 3.5 Mbit/s kept", est.Capacity)
+	}
+	// Pairs at 6.8 Mbit/s on the queue-free path: raised within the age of the pairs.
+	if est := pairs(6.8e6, 6*time.Second, 8*time.Second); math.Abs(est.Capacity-6.8e6) > 1 {
+		t.Fatalf("pairs at 6.8 Mbit/s for 2 s: capacity %.0f, want 6.8 Mbit/s", est.Capacity)
+	}
+}
+
 // Bursts that queue and drain within every report (slow start) deliver less than the
 // capacity with a queue on average: no capacity is read from them.
 func TestBurstyLoadIsNotCapacity(t *testing.T) {
