@@ -60,6 +60,28 @@ def read_retrans(pid):
     return read_mib(pid, "Tcp", "RetransSegs")
 
 
+# The sender's loss-recovery events (TcpExt): whether a run's retransmissions were
+# spurious and undone (DSACK or timestamps) or cost the window is read from these.
+TCP_EVENTS = [
+    "TCPFastRetrans",
+    "TCPLostRetransmit",
+    "TCPTimeouts",
+    "TCPLossProbes",
+    "TCPSACKReorder",
+    "TCPTSReorder",
+    "TCPDSACKRecv",
+    "TCPDSACKUndo",
+    "TCPFullUndo",
+    "TCPPartialUndo",
+    "TCPLossUndo",
+    "TCPSpuriousRTOs",
+]
+
+
+def read_tcp_events(pid):
+    return {k: read_mib(pid, "TcpExt", k) for k in TCP_EVENTS}
+
+
 def num(v):
     """protojson writes 64-bit integers as strings and NaN as "NaN"."""
     if v is None:
@@ -382,6 +404,11 @@ def run_config(lab, config, tag=None):
     res["goodput_bps"] = gp
     res["measured_s"] = secs
     res["retransmits"] = after["retrans"] - before["retrans"]
+    res["tcp_events"] = {
+        k: v - before["tcp_events"][k] for k, v in after["tcp_events"].items()
+    }
+    with open(os.path.join(lab_rundir(), "tcp-events-%s.json" % tag), "w") as f:
+        json.dump(res["tcp_events"], f)
     rtts = [
         st["sender"]["mean_rtt"]
         for st in iperf.get("end", {}).get("streams", [])
@@ -461,6 +488,7 @@ def snapshot(lab, cpid):
     tx = {i: v[1] for i, v in read_netdev(cpid).items()}
     return {
         "retrans": read_retrans(lab.h1.pid),
+        "tcp_events": read_tcp_events(lab.h1.pid),
         "joins": read_mib(lab.h1.pid, "MPTcpExt", "MPJoinSynAckRx"),
         "tx": tx,
         "reorder": t.get("reorder", {}),
