@@ -70,6 +70,11 @@ def test_lab_run(tmp_path):
             assert set(c["per_path_bytes"]) == {"fast", "slow"}
         if c["config"] in ("rr", "wrr", "auto"):
             assert c["reordered_ratio"] is not None
+        ev = c["tcp_events"]
+        assert all(isinstance(v, int) and v >= 0 for v in ev.values()), c
+        if c["config"] == "rr":
+            # 10 and 30 ms paths in turn: the sender's stack saw the reordering.
+            assert ev["TCPSACKReorder"] > 0, ev
         if c["config"] in ("mptcp", "rr", "wrr"):
             assert (
                 min(c["per_path_bytes"].values()) > 0
