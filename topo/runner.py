@@ -44,20 +44,15 @@ def read_netdev(pid):
     return out
 
 
-def read_mib(pid, table, field):
-    """Returns a counter of /proc/PID/net/snmp or netstat (e.g. Tcp RetransSegs,
-    MPTcpExt MPJoinSynAckRx) of process pid's network namespace; 0 when absent."""
+def read_mib(pid, table):
+    """Returns the counters of one table of /proc/PID/net/snmp or netstat (e.g. Tcp,
+    TcpExt, MPTcpExt) of process pid's network namespace, by name; {} when absent."""
     for name in ("snmp", "netstat"):
         with open("/proc/%d/net/%s" % (pid, name)) as f:
             rows = [l.split() for l in f if l.startswith(table + ":")]
-        if len(rows) >= 2 and field in rows[0]:
-            return int(rows[1][rows[0].index(field)])
-    return 0
-
-
-def read_retrans(pid):
-    """Returns the TCP RetransSegs counter of process pid's network namespace."""
-    return read_mib(pid, "Tcp", "RetransSegs")
+        if len(rows) >= 2:
+            return dict(zip(rows[0][1:], map(int, rows[1][1:])))
+    return {}
 
 
 # The sender's loss-recovery events (TcpExt): whether a run's retransmissions were
@@ -76,10 +71,6 @@ TCP_EVENTS = [
     "TCPLossUndo",
     "TCPSpuriousRTOs",
 ]
-
-
-def read_tcp_events(pid):
-    return {k: read_mib(pid, "TcpExt", k) for k in TCP_EVENTS}
 
 
 def num(v):
@@ -486,10 +477,12 @@ def snapshot(lab, cpid):
         st = json.loads(lab.h2.plaitcmd("--json", "stats", "--tunnel", "1"))
         t = tunnel_of(st) or {}
     tx = {i: v[1] for i, v in read_netdev(cpid).items()}
+    pid = lab.h1.pid
+    ext = read_mib(pid, "TcpExt")
     return {
-        "retrans": read_retrans(lab.h1.pid),
-        "tcp_events": read_tcp_events(lab.h1.pid),
-        "joins": read_mib(lab.h1.pid, "MPTcpExt", "MPJoinSynAckRx"),
+        "retrans": read_mib(pid, "Tcp").get("RetransSegs", 0),
+        "tcp_events": {k: ext.get(k, 0) for k in TCP_EVENTS},
+        "joins": read_mib(pid, "MPTcpExt").get("MPJoinSynAckRx", 0),
         "tx": tx,
         "reorder": t.get("reorder", {}),
     }
