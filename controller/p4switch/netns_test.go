@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -101,14 +102,17 @@ func TestEmulatedRate(t *testing.T) {
 	}
 	l := newLab(t)
 	r := l.wire(t)
-	l.b.Start("iperf3", "-s", "-B", addrB)
-	time.Sleep(300 * time.Millisecond)
-	for _, mbit := range []uint64{1, 10, 100} {
+	for i, mbit := range []uint64{1, 10, 100} {
 		t.Run(fmt.Sprintf("%dmbit", mbit), func(t *testing.T) {
 			if err := r.sw.SetLinkParams(2, p4switch.LinkParams{RateBps: mbit * 1e6, QueuePackets: 100}); err != nil {
 				t.Fatal(err)
 			}
-			cmd, out := l.a.Start("iperf3", "-c", addrB, "-t", "4")
+			// A server of its own per rate: one iperf3 server reset the next client's
+			// control connection while it still drained the slow rate's queue.
+			port := strconv.Itoa(5201 + i)
+			l.b.Start("iperf3", "-s", "-1", "-B", addrB, "-p", port)
+			time.Sleep(300 * time.Millisecond)
+			cmd, out := l.a.Start("iperf3", "-c", addrB, "-p", port, "-t", "4")
 			// Measure in the middle of the transfer, on the receiver's interface: L2 bytes,
 			// what the rate serialises.
 			time.Sleep(1500 * time.Millisecond)
