@@ -58,6 +58,7 @@ def read_mib(pid, table):
 # The sender's loss-recovery events (TcpExt): whether a run's retransmissions were
 # spurious and undone (DSACK or timestamps) or cost the window is read from these.
 TCP_EVENTS = [
+    "TCPSackRecovery",
     "TCPFastRetrans",
     "TCPLostRetransmit",
     "TCPTimeouts",

@@ -122,9 +122,9 @@
 // wrr), iperf3's mean srtt lay 0–16 ms below R̂ from the mean one-way delays, R̄ 6–46 ms
 // below it; with R̄ here rr's queued path came out later than srtt, every packet of it
 // resent, and rr over 2–5 links 71–83 % accurate (eq. 24). Lateness never exceeds R̂
-// but by jitter. Undo by DSACK and timestamps (Eifel) restores the window after a
-// spurious recovery, so what spurious retransmissions cost is capacity, modelled as a
-// fraction r of segments sent twice:
+// but by jitter. P8 takes every spurious recovery to be undone (the window restored), so
+// that what spurious retransmissions cost is capacity, modelled as a fraction r of
+// segments sent twice:
 //
 //	s_i ≤ m/4:          nothing
 //	m/4 < s_i ≤ srtt:   learnt after ⌈s_i/(m/4)⌉ − 1 DSACK rounds, each resending path
@@ -136,6 +136,28 @@
 // StaticReoWnd keeps reo_wnd at m/4. The reordered ratio (RFC 4737) and mean extent
 // count the packets of faster paths sent within a packet's lateness, Σ_j f_j·X/8P·(a_i −
 // a_j)⁺, with ratio 1 − e^(−extent).
+//
+// What P8 leaves out, measured (the lab's per-run TcpExt counters and iperf3's cwnd each
+// second; docs/design.md has the same on A2). The undo P8 relies on comes from the
+// timestamp check (3–203 undos a run) and hardly ever from DSACKs (TCPDSACKUndo at most
+// 1 a run in 24 runs). It fails when the copy overtakes its
+// original: RACK resends path k's segment about m + reo_wnd after sending it, striped
+// like any packet, so a copy on path c arrives first when m + reo_wnd + d_c < d_k (d
+// forward delays with queueing). At reo_wnd = m/4 that is no copy on S1-4 spread to ADA
+// 20 ms, a quarter (rr) or a third (wrr) of the slowest path's copies at 40 ms and a half
+// or two thirds at 80 ms; the window collapsed early in 0, 4 and 6 of 6 runs (cwnd 1–40 after
+// the first second; 17–41 and 1.7–10 Mbit/s against 55 and 96 predicted). A collapsed
+// window grows 3–12 segments a second, cubic's Reno-friendly 0.53 segments per round
+// trip: every recovery, undone or not, restarts cubic's epoch, so while they recur the
+// cubic curve never gets going. On S1-3 wrr and S1-6 rr the queue overflow's cut is β
+// as P6 has it, but in 2 of 3 runs (S1-3) and 3 of 3 (S1-6) more cuts that were not
+// undone followed within a second (cwnd 496 → 39, 834 → 166; 285 → 33, 276 → 28, 225 →
+// 17; at most two timeouts a run), which
+// the Reno-friendly climb does not repair within a 20 s run: these are the validation's
+// misses. The same overtaking geometry on A2 (two thirds of wrr's copies) did not
+// collapse wrr, so overtaking alone does not decide it, and what starts the cascade
+// after an overflow was not measured (this kernel has no kprobe_events to trace RACK's
+// reo_wnd); the predictor models neither.
 //
 // P9, goodput. Spurious retransmissions use capacity but not window:
 //
