@@ -122,9 +122,9 @@
 // wrr), iperf3's mean srtt lay 0–16 ms below R̂ from the mean one-way delays, R̄ 6–46 ms
 // below it; with R̄ here rr's queued path came out later than srtt, every packet of it
 // resent, and rr over 2–5 links 71–83 % accurate (eq. 24). Lateness never exceeds R̂
-// but by jitter. P8 takes every spurious recovery to be undone (the window restored), so
-// that what spurious retransmissions cost is capacity, modelled as a fraction r of
-// segments sent twice:
+// but by jitter. In steady state P8 takes every spurious recovery to be undone (the
+// window restored; P10 follows what they do to a run), so that what spurious
+// retransmissions cost is capacity, modelled as a fraction r of segments sent twice:
 //
 //	s_i ≤ m/4:          nothing
 //	m/4 < s_i ≤ srtt:   learnt after ⌈s_i/(m/4)⌉ − 1 DSACK rounds, each resending path
@@ -137,38 +137,67 @@
 // count the packets of faster paths sent within a packet's lateness, Σ_j f_j·X/8P·(a_i −
 // a_j)⁺, with ratio 1 − e^(−extent).
 //
-// What P8 leaves out, measured (the lab's per-run TcpExt counters and iperf3's cwnd each
-// second; docs/design.md has the same on A2). The undo P8 relies on comes from the
-// timestamp check (3–203 undos a run) and hardly ever from DSACKs (TCPDSACKUndo at most
-// 1 a run in 24 runs). It fails when the copy overtakes its
-// original: RACK resends path k's segment about m + reo_wnd after sending it, striped
-// like any packet, so a copy on path c arrives first when m + reo_wnd + d_c < d_k (d
-// forward delays with queueing). At reo_wnd = m/4 that is no copy on S1-4 spread to ADA
-// 20 ms, a quarter (rr) or a third (wrr) of the slowest path's copies at 40 ms and a half
-// or two thirds at 80 ms; the window collapsed early in 0, 4 and 6 of 6 runs (cwnd 1–40 after
-// the first second; 17–41 and 1.7–10 Mbit/s against 55 and 96 predicted). A collapsed
-// window grows 3–12 segments a second, cubic's Reno-friendly 0.53 segments per round
-// trip: every recovery, undone or not, restarts cubic's epoch, so while they recur the
-// cubic curve never gets going. On S1-3 wrr and S1-6 rr the queue overflow's cut is β
-// as P6 has it, but in 2 of 3 runs (S1-3) and 3 of 3 (S1-6) more cuts that were not
-// undone followed within a second (cwnd 496 → 39, 834 → 166; 285 → 33, 276 → 28, 225 →
-// 17; at most two timeouts a run), which
-// the Reno-friendly climb does not repair within a 20 s run: these are the validation's
-// misses. The same overtaking geometry on A2 (two thirds of wrr's copies) did not
-// collapse wrr, so overtaking alone does not decide it, and what starts the cascade
-// after an overflow was not measured (this kernel has no kprobe_events to trace RACK's
-// reo_wnd); the predictor models neither.
-//
 // P9, goodput. Spurious retransmissions use capacity but not window:
 //
 //	G = η·(1 − p)·min(X, X_sat/(1 + r))
 //
-// with X_sat the saturated rate of P6 (X_cap·utilisation). For a transfer of length T
+// with X_sat the saturated rate of P6 (X_cap·utilisation). For a BBR transfer of length T
 // (TCP.Duration) slow start doubles from the initial window every base round trip R̄
 // up to the pipe X·R̄/8P (the queues of P6 fill after the pipe, without adding goodput):
 // by time t it has delivered B(t) = min(IW·(2^(t/R̄) − 1)·P·η, G·t) for t ≤ t_ss and
 // B(t_ss) + G·(t − t_ss) after. What counts is B(T) − B(T_o) over
 // T − T_o, T_o the start a measurement leaves out (TCP.Omit, a lab's traffic.omit).
+// A cubic transfer follows P10.
+//
+// P10, the course of a finite cubic transfer. A 20 s lab run is shorter than some of
+// what decides its goodput, so Predict follows the window W from the initial window, in
+// steps of R̄, until it settles into P6, counting G_cap·min(1, W/BDP) until then (G_cap
+// = η(1 − p)X/(1 + r), BDP = X·R̄/8P, X the rate P5 and P7 allow) and G after. Each rule
+// below was read off lab runs (the sender's TcpExt counters, iperf3's cwnd, and the
+// kernel's tcp_cong_state_set tracepoint with srtt, min_rtt and RACK's reo_wnd_steps at
+// every state change: scripts/recovery.bt):
+//
+//   - Slow start doubles W every R̄ until BDP, where HyStart ends it as the queues start
+//     to fill (S1-3 wrr left it at cwnd 338-355 against a BDP of 326).
+//   - RACK's window ρ = min(k·m/4, R̂) starts at k = 1. While the lateness at empty
+//     queues s (P8's skew without queueing) exceeds ρ, a recovery episode comes every
+//     R̂ + m + ρ (it lasts an in-order round trip, then the next late segment is marked
+//     m + ρ after it was sent), and each one's DSACK adds a step to k (S1-4 at ADA
+//     80 ms: k went 1 → 14 in 4.3 s; these steps sum to 3.8 s).
+//   - Every episode restarts cubic's epoch, undone or not (Linux restores the window,
+//     not cubic's curve), so while they come W grows only on the Reno-friendly line,
+//     α = 3(1 − β)/(1 + β) segments per R̄ (3-12 segments a second in the lab). Once ρ
+//     covers s (never if s > R̂), cubic grows from the last epoch's W_0:
+//     W = max(W_max + C(τ − K)³, W_0 + ατ/R̄), K = ∛((W_max − W_0)/C), W_max = W_0
+//     (ADA 80 ms rr: cwnd 8 → 64 in 5.2 s; the formula gives 64).
+//   - Where P6 overflows, W meets BDP + B (S1-3 wrr: at 11-12 s; 12.2 s here). With one
+//     lane, or no queue longer than ρ, that is P6's first cycle and G holds from there.
+//     Otherwise the cut drains the queues unevenly, segments still queued fall further
+//     than ρ behind the drained lanes, and their copies overtake them: cuts by β stand
+//     until W ≤ BDP, a cascade (S1-3 wrr: 1016 → 169, 118 and 352 in three runs, 253
+//     here; S1-6 rr: 225-285 → 17-33), cubic's W_max then being (1 + β)/2 of the window
+//     before the last cut (fast convergence), and the cascade's DSACKs take ρ to R̂. W
+//     climbs back to BDP + B before P6's cycle begins, at the Reno-friendly rate in
+//     the lab (10 segments a second on S1-3 wrr), which outlasts the run.
+//
+// What P10 leaves out, measured: whether slow start survives the first episodes. Linux
+// undoes a spurious episode only by the timestamp check (TCPDSACKUndo was at most 1 a
+// run in 24 runs), which a copy that reaches the receiver before its original defeats;
+// RACK sends the copy of the latest lane's segment m + ρ after it, where the split
+// sends it, so a share q = Σ_c f_c·[m + ρ + d_c < d_late] of copies can overtake (d
+// forward delays): none on S1-4 spread to ADA 20 ms (slow start survived in 6 of 6
+// runs), 1/4 (rr) and 0.35 (wrr) at 40 ms (2 of 3 runs each collapsed to a cwnd of
+// 5-40), 1/2 and 0.68 at 80 ms (8 of 8 fell to a cwnd of 1-5 within two seconds). But on A2, q = 9/14 for wrr
+// and slow start survived in 3 of 4 runs (the tracepoint showed the collapsed one's
+// second episode stand at cwnd 22), so q alone does not decide it and P10 lets slow
+// start run. After a collapse at ADA 80 ms rr's ρ stopped a step short of the lateness
+// (14·m/4 = 142 ms against 144 ms), so episodes kept coming now and then and cubic
+// never took off (4-10 Mbit/s against 55 predicted); wrr's srtt stayed at 100-150 ms,
+// below the lateness, because Karn's rule takes no sample from the late lane's resent
+// segments, so ρ never covered it (1.7-2.0 Mbit/s against 96). Whether a cascade follows
+// an overflow also varies (S1-3 wrr: 4 of 6 runs; P10 predicts it always), and S1-6
+// rr's window exceeded BDP + B far (cwnd 225-285 against 159) before its cascades, for
+// reasons not measured.
 //
 // # Choosing paths (BestSubset)
 //

@@ -30,6 +30,7 @@ type lanes struct {
 	lead     []float64 // queueing that exists even without excess window (EDPF), s
 	jitter   []float64 // s
 	qpp      []float64 // queueing per packet of excess window, s
+	rev      float64   // one-way delay of the ACKs, s
 	capacity float64   // wire bit/s the split can carry
 	buffer   float64   // excess packets the bottleneck queues hold before dropping
 	loss     float64   // random loss per packet
@@ -118,6 +119,7 @@ func fixedSplit(paths []Path, w []float64, tcp TCP) lanes {
 		}
 	}
 	dr := reverseDelay(paths, l.idx, tcp)
+	l.rev = dr
 	l.capacity = math.Inf(1)
 	for _, i := range l.idx {
 		p := paths[i]
@@ -157,6 +159,7 @@ func fixedSplit(paths []Path, w []float64, tcp TCP) lanes {
 // lead: EDPF would then overflow it at any load that needs the slowest path.
 func edpfLanes(paths []Path, used []int, tcp TCP) (l lanes, ok bool) {
 	dr := reverseDelay(paths, used, tcp)
+	l.rev = dr
 	var dmax float64
 	for _, i := range used {
 		l.capacity += paths[i].Rate
@@ -250,6 +253,7 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 	// P6: operating point. excess is the mean number of packets queued beyond the pipe.
 	xsat := l.capacity
 	var excess, events float64
+	run := course{l: l, pb: pb, eta: eta, rbar: rbar, rmin: rmin, rhat: rmax, x: x}
 	if limit == LimitCapacity && tcp.CC == Cubic {
 		bdp := x * rbar / pb
 		elim := math.Inf(1)
@@ -265,7 +269,9 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 			// A window limit stops cubic before the queue overflows: the split still
 			// runs at capacity, over a standing queue and without losses.
 			excess = max(elim, 0)
+			run.standing = excess
 		} else {
+			run.overflow = true
 			var qbar float64
 			for k := range n {
 				qbar += l.f[k] * l.qpp[k]
@@ -291,6 +297,7 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 		if tcp.CC == Cubic {
 			if xp := cubicLossWindow(l.loss, r) * pb / r; xp < x {
 				x, limit, excess = xp, LimitLoss, 0
+				run.x, run.overflow, run.standing = xp, false, 0
 			}
 		}
 		events = max(events, min(l.loss*x/pb, 1/r))
@@ -351,7 +358,12 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 	good := min(x, xsat/(1+pred.Spurious))
 	pred.WireRate = min(good*(1+pred.Spurious), xsat)
 	pred.Goodput = eta * (1 - l.loss) * good
-	if tcp.Duration > 0 {
+	switch {
+	case tcp.Duration == 0:
+	case tcp.CC == Cubic:
+		run.spurious, run.steady = pred.Spurious, pred.Goodput
+		pred.Goodput = cubicRun(run, tcp)
+	default:
 		pred.Goodput = rampedGoodput(pred.Goodput, x, rbar, tcp, pb, eta)
 	}
 	return pred

@@ -1,0 +1,133 @@
+package model
+
+import "math"
+
+// course is what P10 needs of a solved flow: the lanes, the rate its window limits allow
+// (before P6's sawtooth), whether that rate overflows the queues, and the steady goodput
+// P9 gives once the flow has settled.
+type course struct {
+	l        lanes
+	pb, eta  float64
+	rbar     float64 // pipe round trip without queueing
+	rmin     float64 // min_rtt
+	rhat     float64 // in-order round trip without queueing: srtt, the cap of reo_wnd
+	x        float64 // wire bit/s the window limits allow
+	overflow bool    // cubic grows until the queues drop (P6's sawtooth)
+	standing float64 // packets of standing queue when a window limit stops cubic first
+	spurious float64 // P8's r
+	steady   float64 // P9's goodput
+}
+
+// lateness is the largest time a packet of one lane arrives after a later-sent packet of
+// another with the queues empty, as at the start (P8's skew without queueing).
+func (c course) lateness() float64 {
+	var late float64
+	for k := range c.l.f {
+		for j := range c.l.f {
+			if j != k {
+				late = max(late, c.l.rtt[k]+c.l.jitter[k]-c.l.rtt[j]+c.l.jitter[j])
+			}
+		}
+	}
+	return late
+}
+
+// cubicWindow is cubic's window τ seconds into an epoch that began at w0 with wmax
+// remembered, the larger of the cubic curve and the Reno-friendly line (RFC 8312).
+func cubicWindow(w0, wmax, tau, rtt float64) float64 {
+	k := math.Cbrt(max(0, wmax-w0) / cubicC)
+	alpha := 3 * (1 - cubicBeta) / (1 + cubicBeta)
+	return max(wmax+cubicC*math.Pow(tau-k, 3), w0+alpha*tau/rtt)
+}
+
+// cubicRun is P10: the goodput of a finite cubic transfer, from Omit to Duration, that
+// follows the window from the initial window until it settles into P6's steady state.
+func cubicRun(c course, tcp TCP) float64 {
+	const maxSteps = 1 << 14
+	alpha := 3 * (1 - cubicBeta) / (1 + cubicBeta)
+	d, o := tcp.Duration.Seconds(), tcp.Omit.Seconds()
+	bdp := c.x * c.rbar / c.pb
+	full := c.eta * (1 - c.l.loss) * c.x / (1 + c.spurious)
+	settle := bdp + c.standing // a window limit stops the climb here
+	if c.overflow {
+		settle = bdp + c.l.buffer
+	}
+	w0 := c.rmin / 4
+	reoCap := c.rhat
+	if tcp.StaticReoWnd {
+		reoCap = w0
+	}
+	late := c.lateness()
+	var drain float64 // the longest queue at the overflow, which the cut drains
+	for k := range c.l.f {
+		drain = max(drain, c.l.qpp[k]*c.l.buffer)
+	}
+
+	dt := max(c.rbar, d/maxSteps)
+	w, steps := float64(tcp.InitCwnd), 1.0
+	slowStart, cascaded := true, false
+	var epochT, epochW, epochMax, delivered float64
+	nextEpisode := c.rmin + w0 // the first late segment is marked
+	epoch := func(t float64) { epochT, epochW, epochMax = t, w, w }
+	add := func(t0, t1, rate float64) {
+		if t1 = min(t1, d); t1 > o {
+			delivered += rate * (t1 - max(t0, o))
+		}
+	}
+	for t := 0.0; t < d; t += dt {
+		reo := min(steps*w0, reoCap)
+		spurious := late > reo
+		if spurious && t >= nextEpisode {
+			// A recovery episode lasts the in-order round trip; the next segment
+			// of the late lane is marked min_rtt + reo_wnd after it is sent.
+			nextEpisode = t + c.rhat + c.rmin + reo
+			if !slowStart {
+				epoch(t)
+			}
+			if !tcp.StaticReoWnd {
+				steps++ // the episode's DSACK
+			}
+		}
+		if w >= settle {
+			if !c.overflow || cascaded || len(c.l.f) < 2 || drain <= reo {
+				add(t, d, c.steady)
+				break
+			}
+			// The cut drains the queues unevenly, so segments still queued fall
+			// further behind the drained lanes than reo_wnd, and their copies
+			// overtake them: the cuts stand until no queue is left.
+			cascaded = true
+			w = settle
+			cuts := 0
+			for w > bdp || cuts == 0 {
+				w *= cubicBeta
+				cuts++
+			}
+			epoch(t)
+			if cuts > 1 {
+				epochMax = w / cubicBeta * (1 + cubicBeta) / 2 // fast convergence
+			} else {
+				epochMax = settle
+			}
+			steps = math.Ceil(reoCap / w0) // the cascade's DSACKs
+		}
+		add(t, t+dt, full*min(1, w/bdp))
+		switch {
+		case slowStart:
+			w *= math.Exp2(dt / c.rbar)
+			if w >= bdp {
+				// HyStart leaves slow start as the queues begin to fill.
+				slowStart = false
+				w = bdp
+				epoch(t + dt)
+			}
+		case spurious:
+			// Every episode restarts cubic's epoch, undone or not: the
+			// Reno-friendly line is all the growth there is.
+			w += alpha * dt / c.rbar
+		default:
+			w = cubicWindow(epochW, epochMax, t+dt-epochT, c.rbar)
+		}
+	}
+	return delivered / (d - o)
+}

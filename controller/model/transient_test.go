@@ -1,0 +1,35 @@
+package model
+
+import (
+	"testing"
+	"time"
+)
+
+// An overflow over several lanes whose queues are longer than RACK's window cascades
+// (P10): a 20 s run, which meets it at about 12 s, loses goodput against an 11 s one and
+// wins some back by 60 s. One path of the same rate, delay and queue cuts once, into
+// P6's cycle.
+func TestRunCascadesAfterOverflow(t *testing.T) {
+	// S1-3 (topo/scenarios/s1-3.yaml): 100 ms queues, split by rate.
+	split := []Path{
+		{Rate: 35.9e6, Delay: ms(20), Queue: 299},
+		{Rate: 18.4e6, Delay: ms(35), Queue: 153},
+		{Rate: 33.3e6, Delay: ms(25), Queue: 278},
+	}
+	one := []Path{{Rate: 87.6e6, Delay: ms(27), Queue: 730}}
+	run := func(paths []Path, d time.Duration) float64 {
+		// The lab's run through the compact tunnel, its first 2 s left out.
+		p, err := Predict(paths, Split{Mode: WRR}, TCP{MSS: 1424, Overhead: 90, Duration: d, Omit: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Goodput
+	}
+	short, mid, long := run(split, 11*time.Second), run(split, 20*time.Second), run(split, 60*time.Second)
+	if !(mid < 0.98*short) || !(long > mid) {
+		t.Errorf("three lanes: %v, %v, %v over 11, 20, 60 s; want the 20 s run ≥ 2 %% below the 11 s one, and the 60 s run above it", short, mid, long)
+	}
+	if short, mid := run(one, 11*time.Second), run(one, 20*time.Second); !(mid >= 0.999*short) {
+		t.Errorf("one path: %v over 11 s, %v over 20 s; want no loss from the overflow's one cut", short, mid)
+	}
+}
