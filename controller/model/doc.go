@@ -180,24 +180,30 @@
 //     climbs back to BDP + B before P6's cycle begins, at the Reno-friendly rate in
 //     the lab (10 segments a second on S1-3 wrr), which outlasts the run.
 //
-// What P10 leaves out, measured: whether slow start survives the first episodes. Linux
-// undoes a spurious episode only by the timestamp check (TCPDSACKUndo was at most 1 a
-// run in 24 runs), which a copy that reaches the receiver before its original defeats;
-// RACK sends the copy of the latest lane's segment m + ρ after it, where the split
-// sends it, so a share q = Σ_c f_c·[m + ρ + d_c < d_late] of copies can overtake (d
-// forward delays): none on S1-4 spread to ADA 20 ms (slow start survived in 6 of 6
-// runs), 1/4 (rr) and 0.35 (wrr) at 40 ms (2 of 3 runs each collapsed to a cwnd of
-// 5-40), 1/2 and 0.68 at 80 ms (8 of 8 fell to a cwnd of 1-5 within two seconds). But on A2, q = 9/14 for wrr
-// and slow start survived in 3 of 4 runs (the tracepoint showed the collapsed one's
-// second episode stand at cwnd 22), so q alone does not decide it and P10 lets slow
-// start run. After a collapse at ADA 80 ms rr's ρ stopped a step short of the lateness
-// (14·m/4 = 142 ms against 144 ms), so episodes kept coming now and then and cubic
-// never took off (4-10 Mbit/s against 55 predicted); wrr's srtt stayed at 100-150 ms,
-// below the lateness, because Karn's rule takes no sample from the late lane's resent
-// segments, so ρ never covered it (1.7-2.0 Mbit/s against 96). Whether a cascade follows
-// an overflow also varies (S1-3 wrr: 4 of 6 runs; P10 predicts it always), and S1-6
-// rr's window exceeded BDP + B far (cwnd 225-285 against 159) before its cascades, for
-// reasons not measured.
+// What P10 leaves out, measured: whether slow start survives its first episode. A fresh
+// connection has seen no reordering, and until it has, RACK marks with no reordering
+// window at all once three segments are SACKed (tcp_rack_reo_wnd): the first SACKs of the
+// fastest lane mark every segment of the slower lanes lost (on S1-4 at ADA 80 ms, 7 of
+// the initial 10 at 138 ms; cwnd 10 → 3 by PRR). Linux then undoes the cut only by the
+// timestamp check (TCPDSACKUndo was at most 1 a run in 24 runs): on a partial ACK whose
+// echoed timestamp predates the first retransmission while no retransmission is still
+// unacknowledged (tcp_try_undo_partial), or at the end if the last hole was filled by an
+// original. Copies go where the split sends them: one on a slow lane keeps a
+// retransmission outstanding while the originals fill their holes, and one on a fast lane
+// overtakes its original and fills the last hole itself; in the traced run both happened
+// and the cut stood (cwnd 7, then 4, 3 and 2 in the next episodes). Where no copy can
+// overtake (m + d_c ≥ d_late for every lane c: S1-4 at ADA 20 ms) slow start survived in
+// 6 of 6 runs; at ADA 80 ms it fell in 8 of 8 (cwnd 1-5 within two seconds), at 40 ms in
+// 3 of 6 (a fourth fell later, from cwnd 750). But on A2, where copies on two of three
+// lanes overtake, wrr's slow start survived in 3 of 4 runs, so which runs lose it was not
+// reduced to a rule and P10 lets slow start run. After a collapse at ADA 80 ms rr's ρ
+// stopped a step short of the lateness (14·m/4 = 142 ms against 144 ms), so episodes kept
+// coming now and then and cubic never took off (4-10 Mbit/s against 55 predicted); wrr's
+// srtt stayed at 100-150 ms, below the lateness, because Karn's rule takes no sample from
+// the late lane's resent segments, so ρ never covered it (1.7-2.0 Mbit/s against 96).
+// Whether a cascade follows an overflow also varies (S1-3 wrr: 4 of 6 runs; P10 predicts
+// it always), and S1-6 rr's window exceeded BDP + B far (cwnd 225-285 against 159) before
+// its cascades, for reasons not measured.
 //
 // # Choosing paths (BestSubset)
 //
