@@ -101,6 +101,10 @@ func TestValidatePoints(t *testing.T) {
 			if (p.Paper != nil) != (p.Config == "rr") {
 				t.Errorf("%s %s: paper %+v; the paper's model predicts rr only", shape, p.Config, p.Paper)
 			}
+			// Runs at 0.9, 1 and 1.1 of the median: the median misses the 0.9 run by 1/9.
+			if p.Repeat == nil || math.Abs(*p.Repeat-8.0/9) > 1e-12 {
+				t.Errorf("%s %s: lab repeat %v, want 8/9", shape, p.Config, p.Repeat)
+			}
 		}
 		rr := pts[2]
 		paper, err := model.Paper(paths, model.PaperOptions{Bytes: 7e6 * 20 / 8, Segment: tunnel.MSS})

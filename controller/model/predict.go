@@ -30,7 +30,6 @@ type lanes struct {
 	lead     []float64 // queueing that exists even without excess window (EDPF), s
 	jitter   []float64 // s
 	qpp      []float64 // queueing per packet of excess window, s
-	rev      float64   // one-way delay of the ACKs, s
 	capacity float64   // wire bit/s the split can carry
 	buffer   float64   // excess packets the bottleneck queues hold before dropping
 	loss     float64   // random loss per packet
@@ -119,7 +118,6 @@ func fixedSplit(paths []Path, w []float64, tcp TCP) lanes {
 		}
 	}
 	dr := reverseDelay(paths, l.idx, tcp)
-	l.rev = dr
 	l.capacity = math.Inf(1)
 	for _, i := range l.idx {
 		p := paths[i]
@@ -159,7 +157,6 @@ func fixedSplit(paths []Path, w []float64, tcp TCP) lanes {
 // lead: EDPF would then overflow it at any load that needs the slowest path.
 func edpfLanes(paths []Path, used []int, tcp TCP) (l lanes, ok bool) {
 	dr := reverseDelay(paths, used, tcp)
-	l.rev = dr
 	var dmax float64
 	for _, i := range used {
 		l.capacity += paths[i].Rate
