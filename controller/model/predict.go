@@ -10,10 +10,11 @@ import (
 
 // Constants of Linux's stacks that the predictor uses (see doc.go for where each enters).
 const (
-	cubicBeta     = 0.7 // multiplicative decrease
-	cubicC        = 0.4 // window growth, segments/s³
-	rackPersist   = 16  // recoveries a grown RACK window survives without DSACK
-	bbrCwndGain   = 2.0 // inflight cap in BDPs of min_rtt
+	cubicBeta     = 0.7                                   // multiplicative decrease
+	cubicC        = 0.4                                   // window growth, segments/s³
+	cubicAlpha    = 3 * (1 - cubicBeta) / (1 + cubicBeta) // Reno-friendly growth, segments per round trip
+	rackPersist   = 16                                    // recoveries a grown RACK window survives without DSACK
+	bbrCwndGain   = 2.0                                   // inflight cap in BDPs of min_rtt
 	bbrTSOBudget  = 1e-3
 	sawtoothSteps = 64
 	// bottleneckTol treats paths whose rate/share is within this relative distance of
@@ -395,17 +396,13 @@ func cubicSawtooth(bdp, buffer, rtt float64) (util, excess, cycle float64) {
 		return 1, 0, math.Inf(1)
 	}
 	k := math.Cbrt(wmax * (1 - cubicBeta) / cubicC)
-	alpha := 3 * (1 - cubicBeta) / (1 + cubicBeta)
 	cycle = k
 	if rtt > 0 {
-		cycle = min(k, (1-cubicBeta)*wmax*rtt/alpha)
+		cycle = min(k, (1-cubicBeta)*wmax*rtt/cubicAlpha)
 	}
 	for s := range sawtoothSteps {
 		t := (float64(s) + 0.5) * cycle / sawtoothSteps
-		w := wmax - cubicC*math.Pow(k-t, 3)
-		if rtt > 0 {
-			w = max(w, cubicBeta*wmax+alpha*t/rtt)
-		}
+		w := cubicWindow(cubicBeta*wmax, wmax, t, rtt)
 		if bdp > 0 {
 			util += min(1, w/bdp)
 		} else {

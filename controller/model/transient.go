@@ -33,18 +33,21 @@ func (c course) lateness() float64 {
 }
 
 // cubicWindow is cubic's window τ seconds into an epoch that began at w0 with wmax
-// remembered, the larger of the cubic curve and the Reno-friendly line (RFC 8312).
+// remembered, the larger of the cubic curve and the Reno-friendly line (RFC 8312); with
+// no round trip there is no line.
 func cubicWindow(w0, wmax, tau, rtt float64) float64 {
 	k := math.Cbrt(max(0, wmax-w0) / cubicC)
-	alpha := 3 * (1 - cubicBeta) / (1 + cubicBeta)
-	return max(wmax+cubicC*math.Pow(tau-k, 3), w0+alpha*tau/rtt)
+	w := wmax + cubicC*math.Pow(tau-k, 3)
+	if rtt > 0 {
+		w = max(w, w0+cubicAlpha*tau/rtt)
+	}
+	return w
 }
 
 // cubicRun is P10: the goodput of a finite cubic transfer, from Omit to Duration, that
 // follows the window from the initial window until it settles into P6's steady state.
 func cubicRun(c course, tcp TCP) float64 {
 	const maxSteps = 1 << 14
-	alpha := 3 * (1 - cubicBeta) / (1 + cubicBeta)
 	d, o := tcp.Duration.Seconds(), tcp.Omit.Seconds()
 	bdp := c.x * c.rbar / c.pb
 	full := c.eta * (1 - c.l.loss) * c.x / (1 + c.spurious)
@@ -124,7 +127,7 @@ func cubicRun(c course, tcp TCP) float64 {
 		case spurious:
 			// Every episode restarts cubic's epoch, undone or not: the
 			// Reno-friendly line is all the growth there is.
-			w += alpha * dt / c.rbar
+			w += cubicAlpha * dt / c.rbar
 		default:
 			w = cubicWindow(epochW, epochMax, t+dt-epochT, c.rbar)
 		}
