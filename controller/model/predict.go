@@ -328,12 +328,9 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 	}
 	pps := x / pb
 	for k := range n {
-		var late, ext float64
+		late := lateness(arr, l.jitter, k)
+		var ext float64
 		for j := range n {
-			if j == k {
-				continue
-			}
-			late = max(late, arr[k]+l.jitter[k]-arr[j]+l.jitter[j])
 			ext += l.f[j] * pps * max(0, arr[k]-arr[j])
 		}
 		pred.Skew = max(pred.Skew, late)
@@ -365,6 +362,18 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 		pred.Goodput = rampedGoodput(pred.Goodput, x, rbar, tcp, pb, eta)
 	}
 	return pred
+}
+
+// lateness is how long after a later-sent packet of another lane a packet of lane k
+// arrives at worst (P8's s_k), given each lane's send-to-ACK time a and jitter.
+func lateness(a, jitter []float64, k int) float64 {
+	var late float64
+	for j := range a {
+		if j != k {
+			late = max(late, a[k]+jitter[k]-a[j]+jitter[j])
+		}
+	}
+	return late
 }
 
 // bbrInflightCap is the rate at which BBR's cwnd, 2·BtlBw·min_rtt plus its quantisation

@@ -18,20 +18,6 @@ type course struct {
 	steady   float64 // P9's goodput
 }
 
-// lateness is the largest time a packet of one lane arrives after a later-sent packet of
-// another with the queues empty, as at the start (P8's skew without queueing).
-func (c course) lateness() float64 {
-	var late float64
-	for k := range c.l.f {
-		for j := range c.l.f {
-			if j != k {
-				late = max(late, c.l.rtt[k]+c.l.jitter[k]-c.l.rtt[j]+c.l.jitter[j])
-			}
-		}
-	}
-	return late
-}
-
 // cubicWindow is cubic's window τ seconds into an epoch that began at w0 with wmax
 // remembered, the larger of the cubic curve and the Reno-friendly line (RFC 8312); with
 // no round trip there is no line.
@@ -60,7 +46,10 @@ func cubicRun(c course, tcp TCP) float64 {
 	if tcp.StaticReoWnd {
 		reoCap = w0
 	}
-	late := c.lateness()
+	var late float64 // P8's skew with the queues empty, as at the start
+	for k := range c.l.f {
+		late = max(late, lateness(c.l.rtt, c.l.jitter, k))
+	}
 	var drain float64 // the longest queue at the overflow, which the cut drains
 	for k := range c.l.f {
 		drain = max(drain, c.l.qpp[k]*c.l.buffer)
