@@ -162,6 +162,9 @@ func TestIperfSharesFollowWeightsAndSurvivePathDown(t *testing.T) {
 		if share < want-0.02 || share > want+0.02 {
 			t.Errorf("path %s carried %.3f of the bytes, weights say %.3f ±0.02", ps.Name, share, want)
 		}
+		if math.Abs(ps.Weight-want) > 1e-9 {
+			t.Errorf("path %s reports weight %v, configured share %v", ps.Name, ps.Weight, want)
+		}
 	}
 	if total < 50e6 {
 		t.Errorf("striped flow carried only %.1f Mbit/s", total/1e6)
@@ -180,6 +183,9 @@ func TestIperfSharesFollowWeightsAndSurvivePathDown(t *testing.T) {
 	after := stats(t, p.h1, p.a1, 2*time.Second)
 	if after.Paths[1].TxPackets != before {
 		t.Errorf("path p2 is down but carried %d more packets", after.Paths[1].TxPackets-before)
+	}
+	if w := []float64{after.Paths[0].Weight, after.Paths[1].Weight, after.Paths[2].Weight}; math.Abs(w[0]-0.25) > 1e-9 || w[1] != 0 || math.Abs(w[2]-0.75) > 1e-9 {
+		t.Errorf("with p2 down the paths report weights %v, want [0.25 0 0.75]", w)
 	}
 	if after.Paths[0].TxBps+after.Paths[2].TxBps < 30e6 {
 		t.Errorf("after p2 went down the flow carried only %.1f Mbit/s", (after.Paths[0].TxBps+after.Paths[2].TxBps)/1e6)

@@ -131,7 +131,7 @@ func (s *sampler) sample() {
 }
 
 // stats computes a tunnel's statistics over the last window.
-func (s *sampler) stats(t *tunnel, window time.Duration) *pb.TunnelStats {
+func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.TunnelStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &pb.TunnelStats{TunnelId: t.cfg.Id, TimeUnixNano: time.Now().UnixNano(), Reorder: &pb.ReorderStats{}}
@@ -153,13 +153,13 @@ func (s *sampler) stats(t *tunnel, window time.Duration) *pb.TunnelStats {
 	now := monoNow()
 	var lost uint64
 	for i := range t.statPaths(&last.rx) {
-		name, up := fmt.Sprintf("path%d", i), true
-		if i < len(t.paths) {
-			name, up = t.paths[i].cfg.Name, t.paths[i].up
+		v := pathView{name: fmt.Sprintf("path%d", i), up: true}
+		if i < len(paths) {
+			v = paths[i]
 		}
 		lr, fr := &last.rx.Paths[i], &f.rx.Paths[i]
 		ps := &pb.PathStats{
-			Index: uint32(i), Name: name, Up: up,
+			Index: uint32(i), Name: v.name, Up: v.up, Weight: v.share,
 			TxPackets: last.tx.Packets[i], TxBytes: last.tx.Bytes[i],
 			RxPackets: lr.Packets, RxBytes: lr.Bytes, Lost: lr.Lost(), Late: lr.Late, Probes: lr.Probes, Duplicates: lr.Dups,
 			OwdSmoothedUs: lr.OwdEwmaNs / 1e3, JitterUs: lr.JitterNs / 1e3, Hops: lr.Hops,
@@ -216,6 +216,22 @@ func (s *sampler) stats(t *tunnel, window time.Duration) *pb.TunnelStats {
 		ro.LateTimeMaxUs = max(ro.LateTimeMaxUs, float64(h.at(j).rx.LateNsMax)/1e3)
 	}
 	return out
+}
+
+// pathView is what stats reports of a path's configuration, read under the agent's lock.
+type pathView struct {
+	name  string
+	up    bool
+	share float64
+}
+
+func (t *tunnel) view() []pathView {
+	shares := t.shares()
+	v := make([]pathView, len(t.paths))
+	for i, p := range t.paths {
+		v[i] = pathView{p.cfg.Name, p.up, shares[i]}
+	}
+	return v
 }
 
 // statPaths is how many paths a tunnel reports: its own, or for a receive-only tunnel
@@ -283,6 +299,7 @@ func (a *Agent) collect(req *pb.StatsRequest, def time.Duration) (*pb.Stats, err
 	a.mu.Lock()
 	var tunnels []*tunnel
 	var slots []uint32
+	var views [][]pathView
 	if req.TunnelId != 0 {
 		t, ok := a.tunnels[req.TunnelId]
 		if !ok {
@@ -297,12 +314,13 @@ func (a *Agent) collect(req *pb.StatsRequest, def time.Duration) (*pb.Stats, err
 	}
 	for _, t := range tunnels {
 		slots = append(slots, t.slot)
+		views = append(views, t.view())
 	}
 	a.mu.Unlock()
 
 	out := &pb.Stats{}
-	for _, t := range tunnels {
-		out.Tunnels = append(out.Tunnels, a.stats.stats(t, window))
+	for i, t := range tunnels {
+		out.Tunnels = append(out.Tunnels, a.stats.stats(t, views[i], window))
 	}
 	var err error
 	if out.Sender, out.Receiver, err = a.dp.Verdicts(slots); err != nil {

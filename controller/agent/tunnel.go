@@ -249,22 +249,54 @@ func (t *tunnel) pathByName(name string) (int, *path, error) {
 	return 0, nil, status.Errorf(codes.NotFound, "tunnel %d has no path %q (its paths: %v)", t.cfg.Id, name, names)
 }
 
-// proto describes the tunnel for the API.
-func (t *tunnel) proto() *pb.Tunnel {
-	out := &pb.Tunnel{Config: proto.Clone(t.cfg).(*pb.TunnelConfig), Mtu: uint32(t.mtu), Generation: t.gen}
+// weights are the configured weights normalised over the paths that can carry packets.
+func (t *tunnel) weights() []float64 {
 	var total float64
 	for i, p := range t.paths {
 		if p.usable() {
 			total += t.cfg.Weights[i]
 		}
 	}
+	w := make([]float64, len(t.paths))
 	for i, p := range t.paths {
-		w := 0.0
 		if p.usable() && total > 0 {
-			w = t.cfg.Weights[i] / total
+			w[i] = t.cfg.Weights[i] / total
 		}
+	}
+	return w
+}
+
+// shares are the fractions of packets the split is set to give each path: wrr's
+// normalised weights, rr's equal shares; none under edpf, which decides per packet.
+func (t *tunnel) shares() []float64 {
+	switch t.cfg.Mode {
+	case pb.Mode_MODE_WRR:
+		return t.weights()
+	case pb.Mode_MODE_RR:
+		n := 0
+		for _, p := range t.paths {
+			if p.usable() {
+				n++
+			}
+		}
+		s := make([]float64, len(t.paths))
+		for i, p := range t.paths {
+			if p.usable() {
+				s[i] = 1 / float64(n)
+			}
+		}
+		return s
+	}
+	return make([]float64, len(t.paths))
+}
+
+// proto describes the tunnel for the API.
+func (t *tunnel) proto() *pb.Tunnel {
+	out := &pb.Tunnel{Config: proto.Clone(t.cfg).(*pb.TunnelConfig), Mtu: uint32(t.mtu), Generation: t.gen}
+	w := t.weights()
+	for i, p := range t.paths {
 		out.Paths = append(out.Paths, &pb.PathState{
-			Index: uint32(i), Config: proto.Clone(p.cfg).(*pb.PathConfig), Up: p.up, Weight: w,
+			Index: uint32(i), Config: proto.Clone(p.cfg).(*pb.PathConfig), Up: p.up, Weight: w[i],
 			Estimate: proto.Clone(p.est).(*pb.PathEstimate), LocalMac: p.localMAC.String(), NextHopMac: p.hopMAC.String(), Ifindex: uint32(p.ifindex),
 			Pending: p.pending,
 		})

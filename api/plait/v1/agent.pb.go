@@ -977,7 +977,7 @@ type PathStats struct {
 	Index      uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Up         bool                   `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`
-	Weight     float64                `protobuf:"fixed64,4,opt,name=weight,proto3" json:"weight,omitempty"`
+	Weight     float64                `protobuf:"fixed64,4,opt,name=weight,proto3" json:"weight,omitempty"` // share of packets the split is set to give the path: wrr's normalised
 	TxPackets  uint64                 `protobuf:"varint,10,opt,name=tx_packets,json=txPackets,proto3" json:"tx_packets,omitempty"`
 	TxBytes    uint64                 `protobuf:"varint,11,opt,name=tx_bytes,json=txBytes,proto3" json:"tx_bytes,omitempty"`
 	TxBps      float64                `protobuf:"fixed64,12,opt,name=tx_bps,json=txBps,proto3" json:"tx_bps,omitempty"` // last interval
