@@ -171,6 +171,7 @@ class Lab:
                 "plait": self.plait,
                 "rundir": RUNDIR,
                 "cc": self.sc["traffic"]["cc"],
+                "tcp": self.sc["traffic"].get("tcp") or {},
             },
             switch_params={"plait": self.plait, "rundir": RUNDIR},
         )

@@ -99,11 +99,18 @@ class PlaitHost(Host):
     """
 
     def __init__(
-        self, name, plait="plait", rundir="/run/plait/lab", cc="cubic", **params
+        self,
+        name,
+        plait="plait",
+        rundir="/run/plait/lab",
+        cc="cubic",
+        tcp=None,
+        **params
     ):
         self.plait = plait
         self.rundir = rundir
         self.cc = cc
+        self.tcp = tcp or {}  # net.ipv4.tcp_<knob>: value, the scenario's traffic.tcp
         self.agent = None
         self.ino = None
         super().__init__(name, **params)
@@ -123,7 +130,7 @@ class PlaitHost(Host):
             ("net.mptcp.enabled", "1"),
             ("net.ipv4.conf.all.rp_filter", "0"),
             ("net.ipv4.conf.default.rp_filter", "0"),
-        ]:
+        ] + [("net.ipv4.tcp_" + k, str(v)) for k, v in sorted(self.tcp.items())]:
             out = self.cmd("sysctl -q -w %s=%s 2>&1" % (key, value)).strip()
             if out:
                 raise RuntimeError(

@@ -122,6 +122,14 @@ def markdown_table(summary):
     return "\n".join(rows)
 
 
+def fmt_tcp(traffic, lead):
+    """The hosts' TCP knobs of a scenario (traffic.tcp), after lead; "" when it sets none."""
+    knobs = traffic.get("tcp") or {}
+    if not knobs:
+        return ""
+    return lead + " ".join("tcp_%s=%d" % kv for kv in sorted(knobs.items()))
+
+
 def write(out, summary, results):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "summary.json"), "w") as f:
@@ -139,10 +147,11 @@ def write(out, summary, results):
             for p in summary["paths"]
         )
         + "; capacity %s." % fmt_rate(summary["capacity_bps"]),
-        "One %s flow for %g s; goodput: %s. Shape %s, %s switches; plait %s, kernel %s."
+        "One %s flow for %g s%s; goodput: %s. Shape %s, %s switches; plait %s, kernel %s."
         % (
             t["cc"],
             t["duration_s"],
+            fmt_tcp(t, "; hosts' "),
             summary["goodput_rule"],
             summary["shape"],
             summary["switch"],

@@ -151,7 +151,7 @@ def run_all(lab, say):
     n = len(sc["compare"])
     t = sc["traffic"]
     say(
-        "== %s: %d paths, capacity %s, %s x %gs (goodput leaves out the first %gs), cc %s"
+        "== %s: %d paths, capacity %s, %s x %gs (goodput leaves out the first %gs), cc %s%s"
         % (
             sc["name"],
             len(lab.paths),
@@ -160,6 +160,7 @@ def run_all(lab, say):
             t["duration_s"],
             t["omit_s"],
             t["cc"],
+            report.fmt_tcp(t, ", "),
         )
     )
     reps = plan.get("repeat", 1)

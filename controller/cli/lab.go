@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -49,12 +51,14 @@ type labFlags struct {
 	python   string
 	shape    string
 	repeat   int
+	tcp      map[string]int
 }
 
 func (f *labFlags) register(cmd *cobra.Command, run bool) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.python, "python", topo.Python, "Python interpreter with Mininet")
 	fs.StringVar(&f.shape, "shape", "", "override the scenario's shape: parallel or split")
+	fs.StringToIntVar(&f.tcp, "tcp", nil, "set the hosts' TCP knobs over traffic.tcp's, e.g. reordering=30,dsack=0 ("+strings.Join(scenario.TCPKnobNames(), ", ")+")")
 	if run {
 		fs.StringSliceVar(&f.compare, "compare", nil, "run only these configurations, e.g. rr,auto")
 		fs.StringVar(&f.duration, "duration", "", "override traffic.duration, e.g. 5s")
@@ -179,10 +183,11 @@ type labLink struct {
 }
 
 type labTraffic struct {
-	Duration float64 `json:"duration_s"`
-	Omit     float64 `json:"omit_s"`
-	CC       string  `json:"cc"`
-	Flows    int     `json:"flows"`
+	Duration float64        `json:"duration_s"`
+	Omit     float64        `json:"omit_s"`
+	CC       string         `json:"cc"`
+	Flows    int            `json:"flows"`
+	TCP      map[string]int `json:"tcp,omitempty"` // net.ipv4.tcp_<knob> on both hosts
 }
 
 type singleBest struct {
@@ -207,7 +212,7 @@ func chooseSingleBest(s *scenario.Scenario) singleBest {
 	best := singleBest{Index: -1}
 	cc, err := model.ParseCC(s.Traffic.CC)
 	if err == nil {
-		tcp := model.TCP{CC: cc, MSS: plainMSS, Overhead: plainOverhead, Duration: s.Traffic.Duration}
+		tcp := model.TCP{CC: cc, MSS: plainMSS, Overhead: plainOverhead, Duration: s.Traffic.Duration}.WithSysctls(s.Traffic.TCP)
 		for i, p := range model.PathsFromScenario(s.Paths) {
 			pr, err := model.Predict([]model.Path{p}, model.Split{Mode: model.RR}, tcp)
 			if err != nil {
@@ -247,7 +252,7 @@ func buildPlan(s *scenario.Scenario, name, results string) (*labPlan, error) {
 			Name: name, Description: s.Description, Shape: s.Shape, Switch: s.Switch, Compare: s.Compare,
 			Capacity: s.Capacity(),
 			Traffic: labTraffic{Duration: s.Traffic.Duration.Seconds(), Omit: s.Traffic.Omit.Seconds(),
-				CC: s.Traffic.CC, Flows: s.Traffic.Flows},
+				CC: s.Traffic.CC, Flows: s.Traffic.Flows, TCP: s.Traffic.TCP},
 		},
 		Ideal:      linkOf(s.Ideal()),
 		SingleBest: chooseSingleBest(s),
@@ -302,6 +307,16 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 		}
 		s.Traffic.Duration = d
 		s.Traffic.Omit = min(s.Traffic.Omit, d/5)
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.tcp)) {
+		v := f.tcp[name]
+		if err := scenario.ParseTCPKnob(name, v); err != nil {
+			return "", usagef(cmd, "--tcp %v", err)
+		}
+		if s.Traffic.TCP == nil {
+			s.Traffic.TCP = map[string]int{}
+		}
+		s.Traffic.TCP[name] = v
 	}
 	if f.shape != "" {
 		if f.shape != scenario.ShapeParallel && f.shape != scenario.ShapeSplit {

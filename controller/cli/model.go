@@ -75,6 +75,17 @@ func (f *modelTCPFlags) tcp(cmd *cobra.Command, sc *scenario.Scenario) (model.TC
 	if !cmd.Flags().Changed("duration") && sc != nil {
 		t.Duration = sc.Traffic.Duration
 	}
+	if sc != nil && len(sc.Traffic.TCP) > 0 {
+		mss, overhead := t.MSS, t.Overhead
+		t = t.WithSysctls(sc.Traffic.TCP)
+		// --mss and --overhead describe the flow as it is: the knobs do not shift them.
+		if f.mss != 0 {
+			t.MSS = mss
+		}
+		if f.overhead != 0 {
+			t.Overhead = overhead
+		}
+	}
 	if f.ackDelay != "" {
 		d, err := scenario.ParseDuration(f.ackDelay)
 		if err != nil {

@@ -394,10 +394,10 @@ type validateReport struct {
 }
 
 // labTCP is the flow of a lab configuration as the predictor sees it: the scenario's
-// congestion control, duration and omitted start, and the MSS and per-packet wire bytes of
-// plain TCP (ideal, single-best) or of the tunnel: compact in the parallel shape; in the
-// split shape the hosts send 1500-byte packets and the switches add encapsulation and
-// telemetry.
+// congestion control, duration, omitted start and TCP knobs, and the MSS and per-packet
+// wire bytes of plain TCP (ideal, single-best) or of the tunnel: compact in the parallel
+// shape; in the split shape the hosts send 1500-byte packets and the switches add
+// encapsulation and telemetry.
 func labTCP(sum *labSummary, config string) (model.TCP, error) {
 	cc, err := model.ParseCC(sum.Traffic.CC)
 	if err != nil {
@@ -413,7 +413,7 @@ func labTCP(sum *labSummary, config string) (model.TCP, error) {
 		t.MSS -= wire.CompactLen
 		t.Overhead += wire.CompactLen
 	}
-	return t, nil
+	return t.WithSysctls(sum.Traffic.TCP), nil
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

@@ -229,6 +229,25 @@ func (t TCP) WithDefaults() TCP {
 	return t
 }
 
+// WithSysctls applies the hosts' net.ipv4.tcp_<knob> settings (a scenario's traffic.tcp)
+// that change what the predictor follows: DSACK off or recovery's static-window bit keep
+// RACK's reordering window at min_rtt/4; timestamps off give their 12 bytes a segment to
+// payload. Other knobs leave the prediction as it is.
+func (t TCP) WithSysctls(k map[string]int) TCP {
+	t = t.WithDefaults()
+	if v, ok := k["dsack"]; ok && v == 0 {
+		t.StaticReoWnd = true
+	}
+	if k["recovery"]&0x2 != 0 {
+		t.StaticReoWnd = true
+	}
+	if v, ok := k["timestamps"]; ok && v == 0 {
+		t.MSS += 12
+		t.Overhead -= 12
+	}
+	return t
+}
+
 func (t TCP) validate() error {
 	switch {
 	case t.CC < Cubic || t.CC > BBR:

@@ -12,12 +12,14 @@
 //	paths:
 //	  - {name: a, rate: 5mbit, delay: 100ms}
 //	  - {name: b, rate: 2mbit, delay: 10ms, loss: 0.5, queue: 50}
-//	traffic: {duration: 20s, omit: 2s, cc: cubic, flows: 1}
+//	traffic: {duration: 20s, omit: 2s, cc: cubic, flows: 1, tcp: {reordering: 3}}
 //	compare: [ideal, single-best, mptcp, rr, wrr, auto]
 //
 // Delays and jitter are one-way (the lab applies them in each direction), loss is in
-// percent, queue is a drop-tail limit in packets. Every field but paths[].rate has a
-// default; unknown fields are errors.
+// percent, queue is a drop-tail limit in packets. traffic.tcp sets the hosts' TCP
+// reordering knobs (net.ipv4.tcp_*, see TCPKnobs) for every configuration alike; left out,
+// the kernel's defaults stand. Every field but paths[].rate has a default; unknown fields
+// are errors.
 package scenario
 
 import (
@@ -25,9 +27,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,6 +120,40 @@ type Traffic struct {
 	Omit  time.Duration
 	CC    string // Linux congestion control, e.g. cubic or bbr
 	Flows int
+	// TCP holds the hosts' net.ipv4.tcp_<knob> settings the file gives, by knob; the
+	// kernel's defaults stand for the rest.
+	TCP map[string]int
+}
+
+// TCPKnobs are the hosts' TCP settings a scenario may give: those of Linux that decide how
+// a flow meets reordering (the remedies seed 004 compares: DSACK, Eifel by timestamps,
+// F-RTO; RACK and the duplicate-ACK threshold), with the values each accepts.
+var TCPKnobs = map[string]struct {
+	Min, Max int
+	Meaning  string
+}{
+	"dsack":          {0, 1, "report duplicate SACKs (0 also freezes RACK's reordering window)"},
+	"frto":           {0, 2, "F-RTO after a timeout: 0 off, 1 basic, 2 SACK-enhanced (default)"},
+	"timestamps":     {0, 2, "TCP timestamps (Eifel detection); 0 gives their 12 bytes to payload"},
+	"recovery":       {0, 7, "bits: 1 RACK loss detection, 2 static reordering window, 4 no duplicate-ACK threshold"},
+	"reordering":     {1, 300, "initial reordering degree: SACKed segments before dupthresh recovery (default 3)"},
+	"max_reordering": {1, 10000, "highest reordering degree TCP learns (default 300)"},
+}
+
+// TCPKnobNames lists TCPKnobs' names in order.
+func TCPKnobNames() []string { return slices.Sorted(maps.Keys(TCPKnobs)) }
+
+// ParseTCPKnob validates one knob=value setting (traffic.tcp's entries, --tcp on the
+// command line).
+func ParseTCPKnob(name string, value int) error {
+	k, ok := TCPKnobs[name]
+	if !ok {
+		return fmt.Errorf("%s: not a TCP knob the lab sets; use %s", name, strings.Join(TCPKnobNames(), ", "))
+	}
+	if value < k.Min || value > k.Max {
+		return fmt.Errorf("%s: %d is out of range %d..%d (%s)", name, value, k.Min, k.Max, k.Meaning)
+	}
+	return nil
 }
 
 // DefaultOmit is the warm-up left out of goodput when the file gives no traffic.omit
@@ -144,10 +182,11 @@ type rawPath struct {
 }
 
 type rawTraffic struct {
-	Duration string `yaml:"duration"`
-	Omit     string `yaml:"omit"`
-	CC       string `yaml:"cc"`
-	Flows    *int   `yaml:"flows"`
+	Duration string            `yaml:"duration"`
+	Omit     string            `yaml:"omit"`
+	CC       string            `yaml:"cc"`
+	Flows    *int              `yaml:"flows"`
+	TCP      map[string]string `yaml:"tcp"`
 }
 
 // Load reads and validates a scenario file.
@@ -326,6 +365,22 @@ func (rt rawTraffic) validate() (Traffic, error) {
 			return t, fmt.Errorf("flows: %d; at least one flow", *rt.Flows)
 		}
 		t.Flows = *rt.Flows
+	}
+	for _, name := range slices.Sorted(maps.Keys(rt.TCP)) {
+		v := rt.TCP[name]
+		if t.TCP == nil {
+			t.TCP = map[string]int{}
+		}
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			err = ParseTCPKnob(name, n)
+		} else {
+			err = fmt.Errorf("%s: %q is not a whole number", name, v)
+		}
+		if err != nil {
+			return t, fmt.Errorf("tcp.%w", err)
+		}
+		t.TCP[name] = n
 	}
 	return t, nil
 }

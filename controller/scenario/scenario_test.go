@@ -3,6 +3,7 @@ package scenario
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ paths:
   - {name: a, rate: 5mbit, delay: 100ms}
   - {name: b, rate: 2mbit, delay: 10ms, jitter: 1ms, loss: 0.5, queue: 50}
   - {rate: 7mbit, delay: 50ms}
-traffic: {duration: 20s, cc: bbr, flows: 2}
+traffic: {duration: 20s, cc: bbr, flows: 2, tcp: {reordering: 30, dsack: 0}}
 compare: [rr, wrr]
 shape: split
 switch: embedded
@@ -91,7 +92,8 @@ switch: embedded
 			t.Errorf("path %d = %+v, want %+v", i, s.Paths[i], want[i])
 		}
 	}
-	if s.Traffic != (Traffic{Duration: 20 * time.Second, Omit: DefaultOmit, CC: "bbr", Flows: 2}) || len(s.Compare) != 2 {
+	if !reflect.DeepEqual(s.Traffic, Traffic{Duration: 20 * time.Second, Omit: DefaultOmit, CC: "bbr", Flows: 2,
+		TCP: map[string]int{"reordering": 30, "dsack": 0}}) || len(s.Compare) != 2 {
 		t.Errorf("traffic %+v compare %v", s.Traffic, s.Compare)
 	}
 	if s.Shape != ShapeSplit || s.Switch != SwitchEmbedded {
@@ -130,6 +132,9 @@ switch: embedded
 		{"bad name", "name: a/b\npaths: [{rate: 1mbit}]", "name:"},
 		{"bad path name", "paths: [{name: 'wi fi', rate: 1mbit}]", "paths[0].name"},
 		{"unknown traffic field", "paths: [{rate: 1mbit}]\ntraffic: {flow: 2}", "flow"},
+		{"unknown tcp knob", "paths: [{rate: 1mbit}]\ntraffic: {tcp: {sack: 0}}", "traffic.tcp.sack: not a TCP knob the lab sets; use dsack, frto"},
+		{"tcp knob out of range", "paths: [{rate: 1mbit}]\ntraffic: {tcp: {reordering: 0}}", "traffic.tcp.reordering: 0 is out of range 1..300"},
+		{"tcp knob not a number", "paths: [{rate: 1mbit}]\ntraffic: {tcp: {dsack: on}}", "dsack"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))

@@ -80,6 +80,10 @@ def test_lab_run(tmp_path):
                 min(c["per_path_bytes"].values()) > 0
             ), c  # every path carried traffic
     assert s["single_best"]["name"] == "fast"
+    # wrr's weights follow the rates (4:2), as the sending agent reports them.
+    w = s["series"]["wrr"]["weight"]
+    assert w["fast"] and all(abs(x - 2 / 3) < 0.01 for x in w["fast"]), w
+    assert w["slow"] and all(abs(x - 1 / 3) < 0.01 for x in w["slow"]), w
     for name in ("goodput.png", "share.png", "owd.png", "reorder_extent.png"):
         check_png(out / name)
     assert "| auto |" in (out / "summary.md").read_text()
@@ -94,6 +98,11 @@ def test_lab_run(tmp_path):
     assert pins() <= pins_before, "bpffs pins left behind: %s" % (pins() - pins_before)
 
 
+def sysctl(key):
+    with open("/proc/sys/" + key.replace(".", "/")) as f:
+        return f.read().strip()
+
+
 def pins():
     d = "/sys/fs/bpf/plait"
     return set(os.listdir(d)) if os.path.isdir(d) else set()
@@ -101,12 +110,16 @@ def pins():
 
 @pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
 def test_lab_up(tmp_path):
-    """lab up: the Mininet CLI on the lab, commands from stdin, everything gone after."""
+    """lab up: the Mininet CLI on the lab, commands from stdin, everything gone after;
+    --tcp sets the hosts' TCP knobs and nothing outside the lab."""
     sc = tmp_path / "smoke.yaml"
     sc.write_text(SCENARIO)
+    root_before = sysctl("net.ipv4.tcp_reordering")
     p = subprocess.run(
-        [PLAIT, "lab", "up", str(sc)],
-        input="h1 ping -c2 -W2 10.99.0.2\npy len(net.switches)\nexit\n",
+        [PLAIT, "lab", "up", str(sc), "--tcp", "reordering=31,dsack=0"],
+        input="h1 ping -c2 -W2 10.99.0.2\npy len(net.switches)\n"
+        "h1 sysctl -n net.ipv4.tcp_reordering net.ipv4.tcp_dsack\n"
+        "h2 sysctl -n net.ipv4.tcp_reordering\nexit\n",
         capture_output=True,
         text=True,
         timeout=120,
@@ -115,6 +128,8 @@ def test_lab_up(tmp_path):
     assert p.returncode == 0, out
     assert "2 received" in out, out
     assert "\n3\n" in out.replace("mininet> ", "\n"), out  # s0, s1, s2
+    assert "\n31\n0\n31\n" in out.replace("mininet> ", "\n"), out
+    assert sysctl("net.ipv4.tcp_reordering") == root_before
     assert "lab stopped and cleaned up" in out
     assert not os.path.exists("/run/plait/lab/state.json")
 
