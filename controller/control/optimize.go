@@ -53,7 +53,7 @@ const (
 	// wrr's capacity weights are trimmed against delay asymmetry (see balance): a path
 	// whose packets arrive later than the average, over a queue of its own, loses
 	// balanceGain of its share per second of lateness, at most balanceMax.
-	balanceGain = 3
+	balanceGain = 0.5
 	balanceMax  = 0.3
 	// Loss below lossFloor is not news to the model. On the embedded lab, paths with no
 	// loss configured showed 0.02-0.05 % of counted losses that TCP never felt (wrr went
