@@ -250,21 +250,7 @@ func (t *tunnel) pathByName(name string) (int, *path, error) {
 }
 
 // weights are the configured weights normalised over the paths that can carry packets.
-func (t *tunnel) weights() []float64 {
-	var total float64
-	for i, p := range t.paths {
-		if p.usable() {
-			total += t.cfg.Weights[i]
-		}
-	}
-	w := make([]float64, len(t.paths))
-	for i, p := range t.paths {
-		if p.usable() && total > 0 {
-			w[i] = t.cfg.Weights[i] / total
-		}
-	}
-	return w
-}
+func (t *tunnel) weights() []float64 { return t.normalise(t.cfg.Weights) }
 
 // shares are the fractions of packets the split is set to give each path: wrr's
 // normalised weights, rr's equal shares; none under edpf, which decides per packet.
@@ -273,21 +259,31 @@ func (t *tunnel) shares() []float64 {
 	case pb.Mode_MODE_WRR:
 		return t.weights()
 	case pb.Mode_MODE_RR:
-		n := 0
-		for _, p := range t.paths {
-			if p.usable() {
-				n++
-			}
+		equal := make([]float64, len(t.paths))
+		for i := range equal {
+			equal[i] = 1
 		}
-		s := make([]float64, len(t.paths))
-		for i, p := range t.paths {
-			if p.usable() {
-				s[i] = 1 / float64(n)
-			}
-		}
-		return s
+		return t.normalise(equal)
 	}
 	return make([]float64, len(t.paths))
+}
+
+// normalise scales w, one value per path, to sum to 1 over the usable paths; the others
+// get 0.
+func (t *tunnel) normalise(w []float64) []float64 {
+	var total float64
+	for i, p := range t.paths {
+		if p.usable() {
+			total += w[i]
+		}
+	}
+	out := make([]float64, len(t.paths))
+	for i, p := range t.paths {
+		if p.usable() && total > 0 {
+			out[i] = w[i] / total
+		}
+	}
+	return out
 }
 
 // proto describes the tunnel for the API.
