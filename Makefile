@@ -16,8 +16,9 @@ generate: deps
 	cd ebpf/datapath && BPF_CFLAGS="-I$(ARCH_INCLUDE)" $(GO) generate ./...
 	cd api/plait/v1 && PATH="$$PATH:$$(dirname $$($(GO) tool -n protoc-gen-go)):$$(dirname $$($(GO) tool -n protoc-gen-go-grpc))" $(GO) generate ./...
 
+# -buildvcs=auto over a GOFLAGS=-buildvcs=false: lab results name the commit they ran.
 build: generate
-	$(GO) build -o $(BIN) ./cmd/plait
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/plait
 
 # One package at a time: several tests time real traffic through namespaces, and two
 # cores shared between them would make the timings lie.
