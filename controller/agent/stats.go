@@ -152,7 +152,7 @@ func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.T
 	out.IntervalS = dt
 	now := monoNow()
 	var lost uint64
-	for i := range t.statPaths(&last.rx) {
+	for i := range t.statPaths(&last.rx, len(paths)) {
 		v := pathView{name: fmt.Sprintf("path%d", i), up: true}
 		if i < len(paths) {
 			v = paths[i]
@@ -234,11 +234,11 @@ func (t *tunnel) view() []pathView {
 	return v
 }
 
-// statPaths is how many paths a tunnel reports: its own, or for a receive-only tunnel
-// every path id up to the highest the receiver has seen.
-func (t *tunnel) statPaths(rx *datapath.RxTunnel) int {
+// statPaths is how many paths a tunnel reports: its own (own, as read under the agent's
+// lock), or for a receive-only tunnel every path id up to the highest the receiver has seen.
+func (t *tunnel) statPaths(rx *datapath.RxTunnel, own int) int {
 	if !t.cfg.ReceiveOnly {
-		return len(t.paths)
+		return own
 	}
 	n := 0
 	for i, p := range rx.Paths {

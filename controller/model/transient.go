@@ -41,10 +41,10 @@ func cubicRun(c course, tcp TCP) float64 {
 	if c.overflow {
 		settle = bdp + c.l.buffer
 	}
-	w0 := c.rmin / 4
+	reoStep := c.rmin / 4 // one step of RACK's window
 	reoCap := c.rhat
 	if tcp.StaticReoWnd {
-		reoCap = w0
+		reoCap = reoStep
 	}
 	var late float64 // P8's skew with the queues empty, as at the start
 	for k := range c.l.f {
@@ -59,7 +59,7 @@ func cubicRun(c course, tcp TCP) float64 {
 	w, steps := float64(tcp.InitCwnd), 1.0
 	slowStart, cascaded := true, false
 	var epochT, epochW, epochMax, delivered float64
-	nextEpisode := c.rmin + w0 // the first late segment is marked
+	nextEpisode := c.rmin + reoStep // the first late segment is marked
 	epoch := func(t float64) { epochT, epochW, epochMax = t, w, w }
 	add := func(t0, t1, rate float64) {
 		if t1 = min(t1, d); t1 > o {
@@ -67,7 +67,7 @@ func cubicRun(c course, tcp TCP) float64 {
 		}
 	}
 	for t := 0.0; t < d; t += dt {
-		reo := min(steps*w0, reoCap)
+		reo := min(steps*reoStep, reoCap)
 		spurious := late > reo
 		if spurious && t >= nextEpisode {
 			// A recovery episode lasts the in-order round trip; the next segment
@@ -101,7 +101,7 @@ func cubicRun(c course, tcp TCP) float64 {
 			} else {
 				epochMax = settle
 			}
-			steps = math.Ceil(reoCap / w0) // the cascade's DSACKs
+			steps = math.Ceil(reoCap / reoStep) // the cascade's DSACKs
 		}
 		add(t, t+dt, full*min(1, w/bdp))
 		switch {

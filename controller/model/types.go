@@ -235,10 +235,7 @@ func (t TCP) WithDefaults() TCP {
 // payload. Other knobs leave the prediction as it is.
 func (t TCP) WithSysctls(k map[string]int) TCP {
 	t = t.WithDefaults()
-	if v, ok := k["dsack"]; ok && v == 0 {
-		t.StaticReoWnd = true
-	}
-	if k["recovery"]&0x2 != 0 {
+	if v, ok := k["dsack"]; ok && v == 0 || k["recovery"]&0x2 != 0 {
 		t.StaticReoWnd = true
 	}
 	if v, ok := k["timestamps"]; ok && v == 0 {

@@ -366,11 +366,11 @@ func (rt rawTraffic) validate() (Traffic, error) {
 		}
 		t.Flows = *rt.Flows
 	}
+	if len(rt.TCP) > 0 {
+		t.TCP = make(map[string]int, len(rt.TCP))
+	}
 	for _, name := range slices.Sorted(maps.Keys(rt.TCP)) {
 		v := rt.TCP[name]
-		if t.TCP == nil {
-			t.TCP = map[string]int{}
-		}
 		n, err := strconv.Atoi(v)
 		if err == nil {
 			err = ParseTCPKnob(name, n)
