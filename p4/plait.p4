@@ -54,6 +54,7 @@ parser PlaitParser(packet_in packet,
         packet.extract(hdr.ipv4);
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (4w5, 13w0, IPPROTO_UDP): check_udp;
+            (4w5, 13w0, PLAIT_IPPROTO): parse_plait;
             default: accept;
         }
     }
@@ -70,6 +71,10 @@ parser PlaitParser(packet_in packet,
 
     state parse_udp {
         packet.extract(hdr.udp);
+        transition parse_plait;
+    }
+
+    state parse_plait {
         packet.extract(hdr.plait);
         transition select(hdr.plait.flags) {
             PLAIT_F_TELEMETRY &&& PLAIT_F_TELEMETRY: parse_plait_tel;
@@ -308,13 +313,16 @@ control PlaitEgress(inout headers_t hdr,
     counter(MAX_TUNNELS * MAX_PATHS, CounterType.packets_and_bytes) path_counter;
     counter(PORTS, CounterType.packets_and_bytes) port_tx_counter;
 
-    // The UDP checksum is cleared because the telemetry block sits in the UDP payload.
+    // Under UDP the checksum is cleared because the telemetry block sits in the UDP
+    // payload; IP encapsulation has no checksum over it.
     action stamp_telemetry() {
         bit<16> qdepth = (bit<16>)standard_metadata.enq_qdepth;
         hdr.plait_tel.queue_us = hdr.plait_tel.queue_us + standard_metadata.deq_timedelta;
         hdr.plait_tel.max_qdepth = qdepth > hdr.plait_tel.max_qdepth ? qdepth : hdr.plait_tel.max_qdepth;
         hdr.plait_tel.hops = hdr.plait_tel.hops + 1;
-        hdr.udp.checksum = 0;
+        if (hdr.udp.isValid()) {
+            hdr.udp.checksum = 0;
+        }
     }
 
     // Stamping is on by default; an entry with NoAction turns it off for one port.
@@ -337,7 +345,7 @@ control PlaitEgress(inout headers_t hdr,
             hdr.packet_in._pad = 0;
         } else if (hdr.plait.isValid()) {
             path_counter.count((bit<32>)(hdr.plait.tunnel_id[5:0] ++ hdr.plait.path_id[2:0]));
-            if (hdr.plait_tel.isValid() && hdr.udp.isValid()) {
+            if (hdr.plait_tel.isValid()) {
                 port_telemetry.apply();
             }
         }

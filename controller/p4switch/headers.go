@@ -22,6 +22,7 @@ const (
 	etherTypeIPv4 = 0x0800
 	ipProtoUDP    = 17
 	plaitUDPPort  = wire.Port
+	ipProtoPlait  = wire.IPProto
 	plaitVersion  = wire.Version
 
 	lenCtrlHdr = 2
@@ -110,19 +111,25 @@ func parse(frame []byte, ingressPort, cpuPort uint16, h *headers) int {
 	readIPv4(frame[off:], &h.ipv4)
 	h.valid |= hIPv4
 	off += lenIPv4
-	if h.ipv4.ihl != 5 || h.ipv4.fragOffset != 0 || h.ipv4.protocol != ipProtoUDP {
+	if h.ipv4.ihl != 5 || h.ipv4.fragOffset != 0 {
 		return off
 	}
-	if len(frame)-off < 4 || binary.BigEndian.Uint16(frame[off+2:]) != plaitUDPPort {
+	switch h.ipv4.protocol {
+	case ipProtoUDP:
+		if len(frame)-off < 4 || binary.BigEndian.Uint16(frame[off+2:]) != plaitUDPPort {
+			return off
+		}
+		if len(frame)-off < lenUDP {
+			return off
+		}
+		b = frame[off:]
+		h.udp = udpHdr{binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]), binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:])}
+		h.valid |= hUDP
+		off += lenUDP
+	case ipProtoPlait: // the Plait header follows the IPv4 header directly
+	default:
 		return off
 	}
-	if len(frame)-off < lenUDP {
-		return off
-	}
-	b = frame[off:]
-	h.udp = udpHdr{binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]), binary.BigEndian.Uint16(b[4:]), binary.BigEndian.Uint16(b[6:])}
-	h.valid |= hUDP
-	off += lenUDP
 	if len(frame)-off < lenPlait {
 		return off
 	}

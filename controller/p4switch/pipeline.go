@@ -97,7 +97,7 @@ func (p *Pipeline) egress(s *packetState) {
 		h.packetIn = sm.ingressPort
 	} else if h.has(hPlait) {
 		p.counters[ctrPath].count(int(h.plait.tunnelID&(maxTunnels-1))*maxPaths+int(h.plait.pathID&(maxPaths-1)), s.ingressLen)
-		if h.has(hPlaitTel) && h.has(hUDP) {
+		if h.has(hPlaitTel) {
 			e, _ := p.tables[tblPortTelemetry].lookup([maxKeys]uint64{uint64(sm.egressPort)})
 			p.exec(e, s)
 		}
@@ -133,7 +133,9 @@ func (p *Pipeline) exec(e *entry, s *packetState) {
 		h.tel.queueUs += sm.deqTimedeltaUs
 		h.tel.maxQdepth = max(h.tel.maxQdepth, q)
 		h.tel.hops++
-		h.udp.checksum = 0
+		if h.has(hUDP) {
+			h.udp.checksum = 0
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package p4switch_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"strings"
@@ -16,46 +17,118 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// plaitFrame is a Plait packet with a telemetry block, padded to size bytes.
-func plaitFrame(size int) []byte {
+// encaps are the two ways a Plait header follows the outer IPv4 header.
+var encaps = []struct {
+	name string
+	udp  bool
+}{{"udp", true}, {"ip", false}}
+
+// plaitFrame is a Plait packet with a correct IPv4 checksum, a UDP checksum the switch
+// must clear when it stamps (UDP only), the telemetry block flags ask for, and a patterned
+// rest (the inner packet) up to size bytes, so that a byte the switch should not touch
+// cannot come out right by chance.
+func plaitFrame(size int, udp bool, flags uint8) []byte {
 	f := []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00}
 	ipLen := size - 14
-	f = append(f, 0x45, 0, byte(ipLen>>8), byte(ipLen), 0, 0, 0x40, 0, 64, 17, 0, 0, 172, 16, 0, 1, 172, 16, 1, 1)
-	f = binary.BigEndian.AppendUint16(f, wire.Port)
-	f = binary.BigEndian.AppendUint16(f, wire.Port)
-	f = binary.BigEndian.AppendUint16(f, uint16(ipLen-20))
-	f = append(f, 0, 0)
-	f = wire.AppendHeader(f, wire.Header{Version: wire.Version, Flags: wire.FlagTelemetry, PathID: 1, TunnelID: 7})
-	f = wire.AppendTelemetry(f, wire.Telemetry{})
-	return append(f, make([]byte, size-len(f))...)
+	proto := byte(wire.IPProto)
+	if udp {
+		proto = 17
+	}
+	f = append(f, 0x45, 0, byte(ipLen>>8), byte(ipLen), 0, 0, 0x40, 0, 64, proto, 0, 0, 172, 16, 0, 1, 172, 16, 1, 1)
+	binary.BigEndian.PutUint16(f[24:], wire.Checksum(f[14:34]))
+	if udp {
+		f = binary.BigEndian.AppendUint16(f, wire.Port)
+		f = binary.BigEndian.AppendUint16(f, wire.Port)
+		f = binary.BigEndian.AppendUint16(f, uint16(ipLen-20))
+		f = append(f, 0xbe, 0xef)
+	}
+	f = wire.AppendHeader(f, wire.Header{Version: wire.Version, Flags: flags, PathID: 1, TunnelID: 7})
+	if flags&wire.FlagTelemetry != 0 {
+		f = wire.AppendTelemetry(f, wire.Telemetry{})
+	}
+	for len(f) < size {
+		f = append(f, byte(len(f)))
+	}
+	return f
 }
 
-// Frames queued behind a slow link carry the queueing they met in their telemetry.
+// Frames queued behind a slow link carry the queueing they met in their telemetry, and
+// come out as they went in but for the telemetry block and the cleared UDP checksum.
 func TestTelemetryThroughQueue(t *testing.T) {
-	r := newRig(t, 2)
-	r.stream(t, 1)
-	if err := r.write(1, p4v1.Update_INSERT, r.entry(t, "port_fwd", []p4info.Match{p4info.Exact("standard_metadata.ingress_port", 1)}, "forward", p4info.P("port", 2))); err != nil {
-		t.Fatal(err)
+	for _, e := range encaps {
+		t.Run(e.name, func(t *testing.T) {
+			r := newRig(t, 2)
+			r.stream(t, 1)
+			if err := r.write(1, p4v1.Update_INSERT, r.entry(t, "port_fwd", []p4info.Match{p4info.Exact("standard_metadata.ingress_port", 1)}, "forward", p4info.P("port", 2))); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.sw.SetLinkParams(2, p4switch.LinkParams{RateBps: 8e6}); err != nil { // 1000 B: 1 ms
+				t.Fatal(err)
+			}
+			const n = 5
+			in := plaitFrame(1000, e.udp, wire.FlagTelemetry)
+			for i := 0; i < n; i++ {
+				r.ports[1].Inject(in)
+			}
+			off := 14 + 20 + wire.HeaderLen // the telemetry block
+			if e.udp {
+				off += 8
+			}
+			for i := 0; i < n; i++ {
+				f := r.recvFrame(t, 2)
+				tel, err := wire.ParseTelemetry(f[off:])
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantQ := uint16(max(i-1, 0))
+				// Arrivals are microseconds apart (under load perhaps more): the wait is i ms less that.
+				if tel.Hops != 1 || tel.MaxQdepth < wantQ || tel.MaxQdepth > wantQ+1 || int(tel.QueueUs) > i*1000 || int(tel.QueueUs) < i*1000-900 {
+					t.Errorf("frame %d: telemetry %+v, want hops 1, max_qdepth %d, queue_us about %d", i, tel, wantQ, i*1000)
+				}
+				want := append([]byte(nil), in...)
+				copy(want[off:], f[off:off+wire.TelemetryLen])
+				if e.udp {
+					want[40], want[41] = 0, 0
+				}
+				if !bytes.Equal(f, want) {
+					t.Errorf("frame %d:\n%x\nwant\n%x", i, f, want)
+				}
+			}
+		})
 	}
-	if err := r.sw.SetLinkParams(2, p4switch.LinkParams{RateBps: 8e6}); err != nil { // 1000 B: 1 ms
-		t.Fatal(err)
-	}
-	const n = 5
-	for i := 0; i < n; i++ {
-		r.ports[1].Inject(plaitFrame(1000))
-	}
-	off := 14 + 20 + 8 + wire.HeaderLen
-	for i := 0; i < n; i++ {
-		f := r.recvFrame(t, 2)
-		tel, err := wire.ParseTelemetry(f[off:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantQ := uint16(max(i-1, 0))
-		// Arrivals are microseconds apart (under load perhaps more): the wait is i ms less that.
-		if tel.Hops != 1 || tel.MaxQdepth < wantQ || tel.MaxQdepth > wantQ+1 || int(tel.QueueUs) > i*1000 || int(tel.QueueUs) < i*1000-900 {
-			t.Errorf("frame %d: telemetry %+v, want hops 1, max_qdepth %d, queue_us about %d", i, tel, wantQ, i*1000)
-		}
+}
+
+// A Plait packet without telemetry is routed like any IPv4 packet (MACs, TTL, checksum),
+// skips the split as a tagged packet, is counted on its path and is otherwise unchanged.
+func TestPlaitWithoutTelemetry(t *testing.T) {
+	for _, e := range encaps {
+		t.Run(e.name, func(t *testing.T) {
+			r := newRig(t, 2)
+			r.stream(t, 1)
+			if err := r.write(1, p4v1.Update_INSERT,
+				r.entry(t, "tunnel_split", []p4info.Match{p4info.Exact("standard_metadata.ingress_port", 1), p4info.LPM("hdr.ipv4.dst_addr", "172.16.0.0", 16)}, "split", p4info.P("tunnel_id", 1), p4info.P("tunnel_index", 1), p4info.P("gen", 0)),
+				r.entry(t, "ipv4_lpm", []p4info.Match{p4info.LPM("hdr.ipv4.dst_addr", "172.16.1.0", 24)}, "ipv4_forward", p4info.P("dst_mac", "02:00:00:00:00:09"), p4info.P("port", 2)),
+			); err != nil {
+				t.Fatal(err)
+			}
+			in := plaitFrame(200, e.udp, 0)
+			r.ports[1].Inject(in)
+			got := r.recvFrame(t, 2)
+			want := append([]byte(nil), in...)
+			copy(want[6:12], in[0:6])
+			copy(want[0:6], []byte{2, 0, 0, 0, 0, 9})
+			want[22]--
+			want[24], want[25] = 0, 0
+			binary.BigEndian.PutUint16(want[24:], wire.Checksum(want[14:34]))
+			if !bytes.Equal(got, want) {
+				t.Errorf("routed\n%x\nwant\n%x", got, want)
+			}
+			q, _ := r.info.CounterEntry("path_counter", 7*8+1)
+			cs, err := r.read(t, &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: q}})
+			if err != nil || len(cs) != 1 || cs[0].GetCounterEntry().GetData().GetPacketCount() != 1 {
+				t.Errorf("path_counter[57]: %v %v, want 1 packet", cs, err)
+			}
+		})
 	}
 }
 

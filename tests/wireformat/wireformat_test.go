@@ -42,6 +42,9 @@ func TestP4Layout(t *testing.T) {
 	if c := prog.Consts["PLAIT_UDP_PORT"]; c != wire.Port {
 		t.Errorf("P4 PLAIT_UDP_PORT %d, wire.Port %d", c, wire.Port)
 	}
+	if c := prog.Consts["PLAIT_IPPROTO"]; c != wire.IPProto {
+		t.Errorf("P4 PLAIT_IPPROTO %d, wire.IPProto %d", c, wire.IPProto)
+	}
 	if c := prog.Consts["PLAIT_VERSION"]; c != wire.Version {
 		t.Errorf("P4 PLAIT_VERSION %d, wire.Version %d", c, wire.Version)
 	}
