@@ -308,21 +308,24 @@ static __always_inline int receive(struct xdp_md *ctx)
 	struct iphdr *ip = parse_ipv4(&c, end);
 	if (!ip)
 		return verdict(RCV_PASS_NOT_IPV4, XDP_PASS);
-	if (ip->protocol != IPPROTO_UDP)
+	if (ip->protocol != IPPROTO_UDP && ip->protocol != PLAIT_IPPROTO)
 		return verdict(RCV_PASS_NOT_UDP, XDP_PASS);
 	if (ip->frag_off & bpf_htons(0x3fff))
 		return verdict(RCV_PASS_FRAGMENT, XDP_PASS);
-	struct udphdr *udp = parse_udp(&c, end);
-	if (!udp)
-		return verdict(RCV_PASS_NOT_UDP, XDP_PASS);
-	if (!is_plait_port(udp->dest))
-		return verdict(RCV_PASS_OTHER_PORT, XDP_PASS);
-
-	/* From here on the packet claims to be ours: anything wrong with it is a drop. */
 	__u32 ip_len = bpf_ntohs(ip->tot_len);
 	__u32 hl = ip->ihl * 4;
-	if (ip_len > end - (void *)ip || ip_len < hl + sizeof(*udp) ||
-	    bpf_ntohs(udp->len) != ip_len - hl)
+	if (ip->protocol == IPPROTO_UDP) {
+		struct udphdr *udp = parse_udp(&c, end);
+		if (!udp)
+			return verdict(RCV_PASS_NOT_UDP, XDP_PASS);
+		if (!is_plait_port(udp->dest))
+			return verdict(RCV_PASS_OTHER_PORT, XDP_PASS);
+		if (bpf_ntohs(udp->len) != ip_len - hl)
+			return verdict(RCV_DROP_BAD_LENGTH, XDP_DROP);
+	}
+
+	/* From here on the packet claims to be ours: anything wrong with it is a drop. */
+	if (ip_len > end - (void *)ip || ip_len < c.pos - (void *)ip + sizeof(struct plait_hdr))
 		return verdict(RCV_DROP_BAD_LENGTH, XDP_DROP);
 
 	struct plait_hdr *ph = c.pos;

@@ -310,7 +310,7 @@ class Lab:
             args += ["--address", topos.TUNNEL_ADDR[host.name] + "/24"]
             # Compact: TCP between the two tunnel addresses carries its own IPv4 header
             # as the outer one (20 bytes less a packet).
-            args += ["--peer", topos.TUNNEL_ADDR[peer]]
+            args += ["--peer", topos.TUNNEL_ADDR[peer], "--encap", self.sc["encap"]]
             for k, p in enumerate(self.paths, 1):
                 args += [
                     "--path",

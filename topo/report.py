@@ -57,6 +57,7 @@ def summarize(plan, results, switch_kind):
         "scenario": sc["name"],
         "description": sc.get("description", ""),
         "shape": sc["shape"],
+        "encap": sc["encap"],
         "switch": switch_kind,
         "paths": sc["paths"],
         "capacity_bps": cap,
@@ -147,13 +148,14 @@ def write(out, summary, results):
             for p in summary["paths"]
         )
         + "; capacity %s." % fmt_rate(summary["capacity_bps"]),
-        "One %s flow for %g s%s; goodput: %s. Shape %s, %s switches; plait %s, kernel %s."
+        "One %s flow for %g s%s; goodput: %s. Shape %s, Plait in %s, %s switches; plait %s, kernel %s."
         % (
             t["cc"],
             t["duration_s"],
             fmt_tcp(t, "; hosts' "),
             summary["goodput_rule"],
             summary["shape"],
+            summary["encap"].upper(),
             summary["switch"],
             summary["lab"]["plait_version"],
             summary["lab"]["kernel"],

@@ -151,7 +151,7 @@ def run_all(lab, say):
     n = len(sc["compare"])
     t = sc["traffic"]
     say(
-        "== %s: %d paths, capacity %s, %s x %gs (goodput leaves out the first %gs), cc %s%s"
+        "== %s: %d paths, capacity %s, %s x %gs (goodput leaves out the first %gs), cc %s%s, Plait in %s"
         % (
             sc["name"],
             len(lab.paths),
@@ -161,6 +161,7 @@ def run_all(lab, say):
             t["omit_s"],
             t["cc"],
             report.fmt_tcp(t, ", "),
+            sc["encap"].upper(),
         )
     )
     reps = plan.get("repeat", 1)

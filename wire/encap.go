@@ -10,16 +10,28 @@ import (
 type Outer struct {
 	Src, Dst netip.Addr // path endpoints
 	Port     uint16     // UDP source and destination port
+	IPEncap  bool       // no UDP: the header follows IPv4 of protocol IPProto
+}
+
+// l4 is what the encapsulation adds between the outer IPv4 header and the Plait header,
+// and the outer protocol.
+func (o Outer) l4() (int, byte) {
+	if o.IPEncap {
+		return 0, IPProto
+	}
+	return 8, 17
 }
 
 // AppendEncap appends a complete Plait packet without its Ethernet header: outer IPv4
-// (DF, TTL 64, ID 0) + UDP (checksum 0) + h + tel (when h carries FlagTelemetry) + inner.
+// (DF, TTL 64, ID 0) + UDP (checksum 0; none under IP encapsulation) + h + tel (when h
+// carries FlagTelemetry) + inner.
 // It is the reference the datapath's encapsulation is tested against.
 func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]byte, error) {
 	if !o.Src.Is4() || !o.Dst.Is4() {
 		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
 	}
-	n := 20 + 8 + HeaderLen + len(inner)
+	l4, proto := o.l4()
+	n := 20 + l4 + HeaderLen + len(inner)
 	if h.Flags&FlagTelemetry != 0 {
 		n += TelemetryLen
 	}
@@ -29,21 +41,23 @@ func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]by
 	start := len(b)
 	b = append(b, 0x45, 0)
 	b = binary.BigEndian.AppendUint16(b, uint16(n))
-	b = append(b, 0, 0, 0x40, 0, 64, 17, 0, 0)
+	b = append(b, 0, 0, 0x40, 0, 64, proto, 0, 0)
 	src, dst := o.Src.As4(), o.Dst.As4()
 	b = append(append(b, src[:]...), dst[:]...)
 	binary.BigEndian.PutUint16(b[start+10:], Checksum(b[start:start+20]))
-	b = appendUDPPlait(b, o.Port, n-20, h, tel)
+	b = appendPlait(b, o, n-20, h, tel)
 	return append(b, inner...), nil
 }
 
-// appendUDPPlait appends the UDP header (checksum 0) for udpLen bytes, h, and tel when h
-// asks for it.
-func appendUDPPlait(b []byte, port uint16, udpLen int, h Header, tel Telemetry) []byte {
-	b = binary.BigEndian.AppendUint16(b, port)
-	b = binary.BigEndian.AppendUint16(b, port)
-	b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
-	b = append(b, 0, 0)
+// appendPlait appends the UDP header (checksum 0) for udpLen bytes unless o is IP
+// encapsulation, h, and tel when h asks for it.
+func appendPlait(b []byte, o Outer, udpLen int, h Header, tel Telemetry) []byte {
+	if !o.IPEncap {
+		b = binary.BigEndian.AppendUint16(b, o.Port)
+		b = binary.BigEndian.AppendUint16(b, o.Port)
+		b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
+		b = append(b, 0, 0)
+	}
 	b = AppendHeader(b, h)
 	if h.Flags&FlagTelemetry != 0 {
 		b = AppendTelemetry(b, tel)
@@ -67,9 +81,10 @@ func Checksum(b []byte) uint16 {
 }
 
 // AppendCompact appends the compact form of an IPv4/TCP packet (ip: its header without
-// options, then the segment): the same header with the path's addresses, protocol UDP,
-// the length grown by CompactLen (+ TelemetryLen) and the checksum recomputed; then UDP
-// (checksum 0), h (with FlagCompact), tel when h asks for it, and the TCP segment.
+// options, then the segment): the same header with the path's addresses, protocol UDP
+// (IPProto), the length grown by CompactLen (IPCompactLen) + TelemetryLen and the
+// checksum recomputed; then UDP (checksum 0; none under IP encapsulation), h (with
+// FlagCompact), tel when h asks for it, and the TCP segment.
 func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([]byte, error) {
 	if len(packet) < 20 || packet[0] != 0x45 || packet[9] != 6 {
 		return nil, fmt.Errorf("wire: compact form needs IPv4 without options carrying TCP")
@@ -78,7 +93,8 @@ func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([
 		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
 	}
 	h.Flags |= FlagCompact
-	add := CompactLen
+	l4, proto := o.l4()
+	add := l4 + HeaderLen
 	if h.Flags&FlagTelemetry != 0 {
 		add += TelemetryLen
 	}
@@ -90,12 +106,12 @@ func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([
 	b = append(b, packet[:20]...)
 	ip := b[start:]
 	binary.BigEndian.PutUint16(ip[2:], uint16(n))
-	ip[9] = 17
+	ip[9] = proto
 	src, dst := o.Src.As4(), o.Dst.As4()
 	copy(ip[12:], src[:])
 	copy(ip[16:], dst[:])
 	binary.BigEndian.PutUint16(ip[10:], 0)
 	binary.BigEndian.PutUint16(ip[10:], Checksum(ip[:20]))
-	b = appendUDPPlait(b, o.Port, n-20, h, tel)
+	b = appendPlait(b, o, n-20, h, tel)
 	return append(b, packet[20:]...), nil
 }

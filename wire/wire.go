@@ -8,6 +8,9 @@
 // IPv4 header: the original, rewritten to the path's addresses and protocol UDP.
 //
 //	Ethernet | IPv4 (rewritten) | UDP | Header | [Telemetry] | TCP segment
+//
+// IP encapsulation, for paths without NAT, leaves UDP out (either layout): the Header
+// follows an IPv4 header of protocol IPProto.
 package wire
 
 import (
@@ -20,6 +23,9 @@ const (
 	Version = 1
 	// Port is the default UDP port of Plait traffic (both source and destination).
 	Port = 7733
+	// IPProto is the IPv4 protocol of IP-encapsulated Plait packets: RFC 3692's value
+	// for experimentation.
+	IPProto = 253
 	// MaxPaths bounds the paths of one tunnel; path IDs are 0..MaxPaths-1.
 	MaxPaths = 8
 
@@ -29,6 +35,9 @@ const (
 	EncapLen = 20 + 8 + HeaderLen
 	// CompactLen is what a compact packet adds after its own (rewritten) IPv4 header.
 	CompactLen = 8 + HeaderLen
+	// IPEncapLen and IPCompactLen are the same under IP encapsulation: no UDP header.
+	IPEncapLen   = 20 + HeaderLen
+	IPCompactLen = HeaderLen
 )
 
 // Flags, in the low nibble of the first byte.

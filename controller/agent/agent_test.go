@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/internal/nstest"
+	"github.com/plait/plait/wire"
 )
 
 // pair is two hosts joined by n veth paths on subnets 10.0.i.0/24, each host running an
@@ -223,6 +224,7 @@ func TestBadConfigurationIsRefusedWhole(t *testing.T) {
 			c.Paths[2] = &pb.PathConfig{Name: "x", Interface: "eth1", RemoteAddr: "10.0.1.2"}
 		},
 		"bad address": func(c *pb.TunnelConfig) { c.Address = "10.99.0.1" },
+		"bad encap":   func(c *pb.TunnelConfig) { c.Encap = 7 },
 	}
 	for name, mutate := range bad {
 		c := tunnelConfig("1", "2", 3)
@@ -337,21 +339,28 @@ func TestReceiveOnlyTunnel(t *testing.T) {
 // MTU is 20 bytes larger and every packet costs 24 bytes instead of 44; other traffic is
 // encapsulated whole.
 func TestCompactTunnel(t *testing.T) {
+	for _, encap := range []pb.Encap{pb.Encap_ENCAP_UDP, pb.Encap_ENCAP_IP} {
+		t.Run(encap.String(), func(t *testing.T) { testCompactTunnel(t, encap) })
+	}
+}
+
+func testCompactTunnel(t *testing.T, encap pb.Encap) {
 	p := newPair(t, 2)
 	ctx := context.Background()
+	wantMTU := map[pb.Encap]uint32{pb.Encap_ENCAP_UDP: 1500 - wire.CompactLen, pb.Encap_ENCAP_IP: 1500 - wire.IPCompactLen}[encap]
 	for _, h := range []struct {
 		ns                  *nstest.NS
 		a                   *Agent
 		local, remote, peer string
 	}{{p.h1, p.a1, "1", "2", "10.99.0.2"}, {p.h2, p.a2, "2", "1", "10.99.0.1"}} {
 		c := tunnelConfig(h.local, h.remote, 2)
-		c.PeerAddress = h.peer
+		c.PeerAddress, c.Encap = h.peer, encap
 		tun, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(ctx, c) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tun.Mtu != 1500-24 {
-			t.Fatalf("compact tunnel MTU %d, want %d", tun.Mtu, 1500-24)
+		if tun.Mtu != wantMTU {
+			t.Fatalf("compact tunnel MTU %d, want %d", tun.Mtu, wantMTU)
 		}
 	}
 	p.h1.Run("ping", "-c", "5", "-i", "0.05", "-W", "2", "10.99.0.2")
@@ -367,7 +376,7 @@ func TestCompactTunnel(t *testing.T) {
 		pkts += ps.TxPackets
 		bytes += ps.TxBytes
 	}
-	// Full-size segments: 1476-byte inner packets, 1514 bytes on the wire.
+	// Full-size segments fill the path: 1514 bytes on the wire.
 	if mean := float64(bytes) / float64(pkts); mean < 1450 || mean > 1515 {
 		t.Errorf("mean frame %.0f bytes over %d packets; compact full-size frames are 1514", mean, pkts)
 	}

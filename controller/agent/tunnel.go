@@ -88,6 +88,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	if cfg.Port > 0xffff {
 		return nil, invalid("port %d out of range", cfg.Port)
 	}
+	if _, ok := pb.Encap_name[int32(cfg.Encap)]; !ok {
+		return nil, invalid("unknown encapsulation %d: use udp or ip", cfg.Encap)
+	}
 	if cfg.ReceiveOnly {
 		return resolveReceiveOnly(cfg, addr)
 	}
@@ -139,10 +142,10 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	if cfg.AckPath != "" && !names[cfg.AckPath] {
 		return nil, invalid("ack_path %q is not one of the tunnel's paths", cfg.AckPath)
 	}
-	overhead := wire.EncapLen
-	if peer.IsValid() {
-		overhead = wire.CompactLen
-	}
+	overhead := map[[2]bool]int{
+		{false, false}: wire.EncapLen, {false, true}: wire.CompactLen,
+		{true, false}: wire.IPEncapLen, {true, true}: wire.IPCompactLen,
+	}[[2]bool{cfg.Encap == pb.Encap_ENCAP_IP, peer.IsValid()}]
 	if cfg.Telemetry {
 		overhead += wire.TelemetryLen
 	}
@@ -219,7 +222,8 @@ func (p *path) resolve(l netlink.Link, timeout time.Duration) {
 func (t *tunnel) datapath() datapath.Tunnel {
 	mode := map[pb.Mode]datapath.Mode{pb.Mode_MODE_RR: datapath.ModeRR, pb.Mode_MODE_WRR: datapath.ModeWRR, pb.Mode_MODE_EDPF: datapath.ModeEDPF}[t.cfg.Mode]
 	dt := datapath.Tunnel{Slot: t.slot, ID: uint16(t.cfg.Id), Prefix: t.remote, Port: uint16(t.cfg.Port), Mode: mode,
-		Telemetry: t.cfg.Telemetry, Compact: t.peer.IsValid(), Local: t.addr.Addr(), Peer: t.peer, Signal: t.signal}
+		Telemetry: t.cfg.Telemetry, Compact: t.peer.IsValid(), Local: t.addr.Addr(), Peer: t.peer, Signal: t.signal,
+		IPEncap: t.cfg.Encap == pb.Encap_ENCAP_IP}
 	for i, p := range t.paths {
 		dt.Paths = append(dt.Paths, datapath.Path{
 			Ifindex: uint32(p.ifindex), SrcIP: p.local, DstIP: p.remote, SrcMAC: p.localMAC, DstMAC: p.hopMAC,

@@ -50,6 +50,7 @@ type labFlags struct {
 	results  string
 	python   string
 	shape    string
+	encap    string
 	repeat   int
 	tcp      map[string]int
 }
@@ -58,6 +59,7 @@ func (f *labFlags) register(cmd *cobra.Command, run bool) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.python, "python", topo.Python, "Python interpreter with Mininet")
 	fs.StringVar(&f.shape, "shape", "", "override the scenario's shape: parallel or split")
+	fs.StringVar(&f.encap, "encap", "", "override the scenario's encap: ip (no NAT on the paths) or udp (as through NAT)")
 	fs.StringToIntVar(&f.tcp, "tcp", nil, "set the hosts' TCP knobs over traffic.tcp's, e.g. reordering=30,dsack=0 ("+strings.Join(scenario.TCPKnobNames(), ", ")+")")
 	if run {
 		fs.StringSliceVar(&f.compare, "compare", nil, "run only these configurations, e.g. rr,auto")
@@ -167,6 +169,7 @@ type labScenario struct {
 	Description string     `json:"description"`
 	Shape       string     `json:"shape"`
 	Switch      string     `json:"switch"`
+	Encap       string     `json:"encap"` // Plait's tunnel: ip or udp
 	Paths       []labLink  `json:"paths"`
 	Traffic     labTraffic `json:"traffic"`
 	Compare     []string   `json:"compare"`
@@ -249,7 +252,7 @@ func buildPlan(s *scenario.Scenario, name, results string) (*labPlan, error) {
 	}
 	p := &labPlan{
 		Scenario: labScenario{
-			Name: name, Description: s.Description, Shape: s.Shape, Switch: s.Switch, Compare: s.Compare,
+			Name: name, Description: s.Description, Shape: s.Shape, Switch: s.Switch, Encap: s.Encap, Compare: s.Compare,
 			Capacity: s.Capacity(),
 			Traffic: labTraffic{Duration: s.Traffic.Duration.Seconds(), Omit: s.Traffic.Omit.Seconds(),
 				CC: s.Traffic.CC, Flows: s.Traffic.Flows, TCP: s.Traffic.TCP},
@@ -323,6 +326,12 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 			return "", usagef(cmd, "--shape %q: use parallel or split", f.shape)
 		}
 		s.Shape = f.shape
+	}
+	if f.encap != "" {
+		if f.encap != scenario.EncapIP && f.encap != scenario.EncapUDP {
+			return "", usagef(cmd, "--encap %q: use ip or udp", f.encap)
+		}
+		s.Encap = f.encap
 	}
 	if s.Shape == scenario.ShapeSplit && contains(s.Compare, scenario.ConfigMPTCP) {
 		return "", fmt.Errorf("compare: mptcp needs one interface per path at the hosts, which only shape parallel has; drop it or use --compare")

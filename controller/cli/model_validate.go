@@ -324,6 +324,7 @@ func jobsFrom(name string) ([]validateJob, error) {
 type labSummary struct {
 	Scenario   string      `json:"scenario"`
 	Shape      string      `json:"shape"`
+	Encap      string      `json:"encap"` // absent before ip encapsulation: udp
 	Paths      []labLink   `json:"paths"`
 	Ideal      labLink     `json:"ideal_link"`
 	SingleBest singleBest  `json:"single_best"`
@@ -396,8 +397,8 @@ type validateReport struct {
 // labTCP is the flow of a lab configuration as the predictor sees it: the scenario's
 // congestion control, duration, omitted start and TCP knobs, and the MSS and per-packet
 // wire bytes of plain TCP (ideal, single-best) or of the tunnel: compact in the parallel
-// shape; in the split shape the hosts send 1500-byte packets and the switches add
-// encapsulation and telemetry.
+// shape (in UDP or IP); in the split shape the hosts send 1500-byte packets and the
+// switches add encapsulation and telemetry.
 func labTCP(sum *labSummary, config string) (model.TCP, error) {
 	cc, err := model.ParseCC(sum.Traffic.CC)
 	if err != nil {
@@ -409,6 +410,9 @@ func labTCP(sum *labSummary, config string) (model.TCP, error) {
 	case config != scenario.ConfigRR && config != scenario.ConfigWRR:
 	case sum.Shape == scenario.ShapeSplit:
 		t.Overhead += wire.EncapLen + wire.TelemetryLen
+	case sum.Encap == scenario.EncapIP:
+		t.MSS -= wire.IPCompactLen
+		t.Overhead += wire.IPCompactLen
 	default:
 		t.MSS -= wire.CompactLen
 		t.Overhead += wire.CompactLen

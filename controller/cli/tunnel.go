@@ -24,7 +24,7 @@ func newTunnelAddCmd() *cobra.Command {
 	var (
 		cfg            pb.TunnelConfig
 		paths, weights []string
-		mode           string
+		mode, encap    string
 	)
 	cmd := &cobra.Command{
 		Use:   "add --id N --device DEV --address CIDR --path name=NAME,dev=IF,remote=IP ...",
@@ -53,6 +53,13 @@ func newTunnelAddCmd() *cobra.Command {
 					return usagef(cmd, "--mode: %v", err)
 				}
 			}
+			switch encap {
+			case "udp":
+			case "ip":
+				cfg.Encap = pb.Encap_ENCAP_IP
+			default:
+				return usagef(cmd, "--encap %q: use udp (passes NAT) or ip (8 bytes less a packet, paths without NAT)", encap)
+			}
 			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
 				t, err := c.Configure(ctx, &cfg)
 				if err != nil {
@@ -68,6 +75,7 @@ func newTunnelAddCmd() *cobra.Command {
 	f.StringVar(&cfg.Address, "address", "", "local tunnel address with prefix length, e.g. 10.99.0.1/24")
 	f.StringVar(&cfg.RemotePrefix, "remote-prefix", "", "destinations to stripe (default: the address's prefix)")
 	f.Uint32Var(&cfg.Port, "port", 0, "UDP port (default 7733)")
+	f.StringVar(&encap, "encap", "udp", "udp, or ip (IPv4 protocol 253, 8 bytes less a packet) where no NAT is on the paths")
 	f.StringArrayVar(&paths, "path", nil, "a path: name=NAME,dev=IF,remote=IP[,local=IP][,via=GATEWAY] (repeat, at most 8)")
 	f.StringVar(&mode, "mode", "", "scheduler: rr, wrr or edpf (default wrr)")
 	f.StringVar(&cfg.AckPath, "ack-path", "", "send every ACK-sized packet on this path (see 'plait path acks')")
@@ -190,7 +198,11 @@ func printTunnels(cmd *cobra.Command, ts []*pb.Tunnel) error {
 		if c.AckPath != "" {
 			mode += ", ACKs on " + c.AckPath
 		}
-		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  port %d  mode %s  mtu %d\n", c.Id, c.Device, c.Address, c.RemotePrefix, c.Port, mode, t.Mtu)
+		encap := fmt.Sprintf("udp port %d", c.Port)
+		if c.Encap == pb.Encap_ENCAP_IP {
+			encap = "ip"
+		}
+		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  %s  mode %s  mtu %d\n", c.Id, c.Device, c.Address, c.RemotePrefix, encap, mode, t.Mtu)
 		tb := newTable(w, "PATH", "INTERFACE", "LOCAL", "REMOTE", "NEXT HOP", "STATE", "WEIGHT", "RATE", "DELAY")
 		for _, p := range t.Paths {
 			state := "up"

@@ -63,6 +63,12 @@ const (
 	ShapeSplit    = "split"    // h1 — split switch — path switches — merge switch — h2
 )
 
+// How Plait's tunnel carries its header on the lab's paths (see wire).
+const (
+	EncapIP  = "ip"  // right after IPv4: the lab's paths have no NAT
+	EncapUDP = "udp" // in UDP, as paths through NAT need
+)
+
 // Switch targets.
 const (
 	SwitchAuto     = "auto"     // BMv2 when simple_switch_grpc is installed, else embedded
@@ -76,6 +82,7 @@ type Scenario struct {
 	Description string
 	Shape       string
 	Switch      string
+	Encap       string
 	Paths       []Path
 	Traffic     Traffic
 	Compare     []string
@@ -167,6 +174,7 @@ type rawScenario struct {
 	Description string     `yaml:"description"`
 	Shape       string     `yaml:"shape"`
 	Switch      string     `yaml:"switch"`
+	Encap       string     `yaml:"encap"`
 	Paths       []rawPath  `yaml:"paths"`
 	Traffic     rawTraffic `yaml:"traffic"`
 	Compare     []string   `yaml:"compare"`
@@ -223,6 +231,9 @@ func Parse(data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	if s.Switch, err = oneOf("switch", raw.Switch, SwitchAuto, SwitchAuto, SwitchEmbedded, SwitchBMv2); err != nil {
+		return nil, err
+	}
+	if s.Encap, err = oneOf("encap", raw.Encap, EncapIP, EncapIP, EncapUDP); err != nil {
 		return nil, err
 	}
 	if len(raw.Paths) == 0 {

@@ -74,6 +74,7 @@ traffic: {duration: 20s, cc: bbr, flows: 2, tcp: {reordering: 30, dsack: 0}}
 compare: [rr, wrr]
 shape: split
 switch: embedded
+encap: udp
 `
 	s, err := Parse([]byte(good))
 	if err != nil {
@@ -96,8 +97,8 @@ switch: embedded
 		TCP: map[string]int{"reordering": 30, "dsack": 0}}) || len(s.Compare) != 2 {
 		t.Errorf("traffic %+v compare %v", s.Traffic, s.Compare)
 	}
-	if s.Shape != ShapeSplit || s.Switch != SwitchEmbedded {
-		t.Errorf("shape %q switch %q", s.Shape, s.Switch)
+	if s.Shape != ShapeSplit || s.Switch != SwitchEmbedded || s.Encap != EncapUDP {
+		t.Errorf("shape %q switch %q encap %q", s.Shape, s.Switch, s.Encap)
 	}
 	if c := s.Capacity(); c != 14e6 {
 		t.Errorf("capacity %v, want 14e6", c)
@@ -129,6 +130,7 @@ switch: embedded
 		{"duplicate config", "paths: [{rate: 1mbit}]\ncompare: [rr, wrr, rr]", "compare[2]"},
 		{"bad shape", "paths: [{rate: 1mbit}]\nshape: mesh", "shape:"},
 		{"bad switch", "paths: [{rate: 1mbit}]\nswitch: ovs", "switch:"},
+		{"bad encap", "paths: [{rate: 1mbit}]\nencap: gre", `encap: "gre" is not one of ip, udp`},
 		{"bad name", "name: a/b\npaths: [{rate: 1mbit}]", "name:"},
 		{"bad path name", "paths: [{name: 'wi fi', rate: 1mbit}]", "paths[0].name"},
 		{"unknown traffic field", "paths: [{rate: 1mbit}]\ntraffic: {flow: 2}", "flow"},
@@ -150,8 +152,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Shape != ShapeParallel || s.Switch != SwitchAuto {
-		t.Errorf("shape %q switch %q, want parallel auto", s.Shape, s.Switch)
+	if s.Shape != ShapeParallel || s.Switch != SwitchAuto || s.Encap != EncapIP {
+		t.Errorf("shape %q switch %q encap %q, want parallel auto ip", s.Shape, s.Switch, s.Encap)
 	}
 	if len(s.Compare) != len(Configurations) {
 		t.Errorf("compare %v, want every configuration", s.Compare)

@@ -33,9 +33,15 @@ type arrival struct {
 
 func plaitPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte) []byte {
 	t.Helper()
+	return encapPacket(t, a, flags, txNs, inner, false)
+}
+
+// encapPacket is plaitPacket in UDP or, with ipEncap, in IP.
+func encapPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte, ipEncap bool) []byte {
+	t.Helper()
 	p := testPath(int(a.path))
 	h := wire.Header{Version: 1, Flags: flags, PathID: uint8(a.path), TunnelID: rxTunnel, Seq: a.seq, PathSeq: a.pathSeq, TxNs: txNs}
-	body, err := wire.AppendEncap(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, h, wire.Telemetry{QueueUs: 250, MaxQdepth: 7, Hops: 1}, inner)
+	body, err := wire.AppendEncap(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733, IPEncap: ipEncap}, h, wire.Telemetry{QueueUs: 250, MaxQdepth: 7, Hops: 1}, inner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +49,11 @@ func plaitPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte
 }
 
 // compactPacket is the compact form of an inner IPv4/TCP packet on path a.path.
-func compactPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte) []byte {
+func compactPacket(t testing.TB, a arrival, flags uint8, txNs uint32, inner []byte, ipEncap bool) []byte {
 	t.Helper()
 	p := testPath(int(a.path))
 	h := wire.Header{Version: 1, Flags: flags | wire.FlagCompact, PathID: uint8(a.path), TunnelID: rxTunnel, Seq: a.seq, PathSeq: a.pathSeq, TxNs: txNs}
-	body, err := wire.AppendCompact(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, h, wire.Telemetry{QueueUs: 250, MaxQdepth: 7, Hops: 1}, inner)
+	body, err := wire.AppendCompact(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733, IPEncap: ipEncap}, h, wire.Telemetry{QueueUs: 250, MaxQdepth: 7, Hops: 1}, inner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,9 +233,10 @@ func TestReceiverDecapsulatesExactly(t *testing.T) {
 	d := load(t)
 	configure(t, d, testTunnel(ModeWRR, 2))
 	configureReceiver(t, d)
-	for _, tel := range []bool{false, true} {
+	for _, c := range []struct{ tel, ipEncap bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		tel := c.tel
 		tun := testTunnel(ModeWRR, 2)
-		tun.Slot, tun.ID, tun.Telemetry = 3, rxTunnel, tel
+		tun.Slot, tun.ID, tun.Telemetry, tun.IPEncap = 3, rxTunnel, tel, c.ipEncap
 		if err := d.WriteSender(tun); err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +252,7 @@ func TestReceiverDecapsulatesExactly(t *testing.T) {
 			}
 			want := pkt.Ethernet(encapped[0:6], encapped[6:12], pkt.EtherTypeIPv4, in[14:])
 			if !bytes.Equal(out, want) {
-				t.Fatalf("telemetry=%v size %d: decapsulated packet differs\n got % x\nwant % x", tel, size, out, want)
+				t.Fatalf("%+v size %d: decapsulated packet differs\n got % x\nwant % x", c, size, out, want)
 			}
 		}
 	}
@@ -350,24 +357,31 @@ func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 	if hl < 20 || hl > len(ip) {
 		return "pass_not_ipv4"
 	}
-	if ip[9] != pkt.ProtoUDP {
+	if ip[9] != pkt.ProtoUDP && ip[9] != wire.IPProto {
 		return "pass_not_udp"
 	}
 	if be.Uint16(ip[6:])&0x3fff != 0 {
 		return "pass_fragment"
 	}
-	if hl+8 > len(ip) {
-		return "pass_not_udp"
-	}
-	udp := ip[hl:]
-	if be.Uint16(udp[2:]) != 7733 {
-		return "pass_other_port"
-	}
 	ipLen := int(be.Uint16(ip[2:]))
-	if ipLen > len(ip) || ipLen < hl+8 || int(be.Uint16(udp[4:])) != ipLen-hl {
+	l4 := 0
+	if ip[9] == pkt.ProtoUDP {
+		if hl+8 > len(ip) {
+			return "pass_not_udp"
+		}
+		udp := ip[hl:]
+		if be.Uint16(udp[2:]) != 7733 {
+			return "pass_other_port"
+		}
+		if int(be.Uint16(udp[4:])) != ipLen-hl {
+			return "drop_bad_length"
+		}
+		l4 = 8
+	}
+	if ipLen > len(ip) || ipLen < hl+l4+16 {
 		return "drop_bad_length"
 	}
-	ph := udp[8:]
+	ph := ip[hl+l4:]
 	if len(ph) < 16 {
 		return "drop_truncated"
 	}
@@ -439,7 +453,11 @@ func TestReceiverRandomAndMutatedPackets(t *testing.T) {
 		switch verdict {
 		case "decap":
 			decapped++
-			if in[14+28]&wire.FlagCompact != 0 {
+			ph := 14 + 28
+			if in[14+9] == wire.IPProto {
+				ph = 14 + 20
+			}
+			if in[ph]&wire.FlagCompact != 0 {
 				// Restored: the tunnel's addresses, TCP, and a header that checks out.
 				if out[14+9] != pkt.ProtoTCP || !bytes.Equal(out[14+12:14+20], append(innerSrc.AsSlice(), innerDst.AsSlice()...)) || wire.Checksum(out[14:34]) != 0 {
 					t.Fatalf("frame %d: compact frame not restored\n% x\n% x", i, in, out)
@@ -500,34 +518,41 @@ func randomFrame(t testing.TB, rng *rand.Rand, i uint32) []byte {
 	}
 	var inner []byte
 	var b []byte
+	ipEncap := rng.IntN(3) == 0
+	ph := 14 + 28 // the Plait header
+	if ipEncap {
+		ph = 14 + 20
+	}
 	switch rng.IntN(10) {
 	case 0:
 		flags |= wire.FlagProbe
 	case 1, 2:
-		b = compactPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), innerPacket(i, rng.IntN(300))[14:])
+		b = compactPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), innerPacket(i, rng.IntN(300))[14:], ipEncap)
 	default:
 		inner = innerPacket(i, rng.IntN(300))[14:]
 	}
 	if b == nil {
-		b = plaitPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), inner)
+		b = encapPacket(t, arrival{seq: i, path: rng.Uint32N(3), pathSeq: i}, flags, uint32(monotonicNs()), inner, ipEncap)
 	}
 	for m := rng.IntN(4); m > 0; m-- {
 		switch rng.IntN(5) {
 		case 0: // flip a byte in the headers
-			b[rng.IntN(min(len(b), 14+28+16+8+24))] ^= byte(1 + rng.IntN(255))
+			b[rng.IntN(min(len(b), ph+16+8+24))] ^= byte(1 + rng.IntN(255))
 		case 1: // truncate (XDP never sees less than an Ethernet header)
 			b = b[:14+rng.IntN(len(b)-13)]
 		case 2: // extra trailing bytes (Ethernet padding)
 			b = append(b, make([]byte, rng.IntN(20))...)
 		case 3: // another tunnel id
-			if len(b) > 14+28+4 {
-				binary.BigEndian.PutUint16(b[14+28+2:], uint16(rng.IntN(10)))
+			if len(b) > ph+4 {
+				binary.BigEndian.PutUint16(b[ph+2:], uint16(rng.IntN(10)))
 			}
 		case 4: // cut inside the Plait headers, with outer lengths that agree
-			if len(b) > 14+28+40 {
-				b = b[:14+28+rng.IntN(40)]
+			if len(b) > ph+40 {
+				b = b[:ph+rng.IntN(40)]
 				binary.BigEndian.PutUint16(b[14+2:], uint16(len(b)-14))
-				binary.BigEndian.PutUint16(b[14+20+4:], uint16(len(b)-14-20))
+				if !ipEncap {
+					binary.BigEndian.PutUint16(b[14+20+4:], uint16(len(b)-14-20))
+				}
 			}
 		}
 	}
@@ -538,9 +563,10 @@ func randomFrame(t testing.TB, rng *rand.Rand, i uint32) []byte {
 func TestReceiverRestoresCompactExactly(t *testing.T) {
 	d := load(t)
 	configureReceiver(t, d)
-	for _, tel := range []bool{false, true} {
+	for _, c := range []struct{ tel, ipEncap bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		tel := c.tel
 		tun := testTunnel(ModeWRR, 2)
-		tun.ID, tun.Telemetry, tun.Compact, tun.Local, tun.Peer = rxTunnel, tel, true, innerSrc, innerDst
+		tun.ID, tun.Telemetry, tun.Compact, tun.Local, tun.Peer, tun.IPEncap = rxTunnel, tel, true, innerSrc, innerDst, c.ipEncap
 		configure(t, d, tun)
 		for _, size := range []int{0, 1, 100, 1400} {
 			in := innerPacket(uint32(size), size)
@@ -554,7 +580,7 @@ func TestReceiverRestoresCompactExactly(t *testing.T) {
 			}
 			want := pkt.Ethernet(encapped[0:6], encapped[6:12], pkt.EtherTypeIPv4, in[14:])
 			if !bytes.Equal(out, want) {
-				t.Fatalf("telemetry=%v size %d: restored packet differs\n got % x\nwant % x", tel, size, out, want)
+				t.Fatalf("%+v size %d: restored packet differs\n got % x\nwant % x", c, size, out, want)
 			}
 		}
 	}

@@ -22,7 +22,11 @@ func sent(t *testing.T, d *Datapath, in []byte, slot ...uint32) (uint32, []byte,
 	if ret != tcActRedirect {
 		return ret, out, wire.Header{}
 	}
-	h, err := wire.ParseHeader(out[14+28:])
+	off := 14 + 28
+	if out[14+9] == wire.IPProto {
+		off = 14 + 20
+	}
+	h, err := wire.ParseHeader(out[off:])
 	if err != nil {
 		t.Fatalf("sender output has no valid Plait header: %v\n% x", err, out)
 	}
@@ -30,10 +34,11 @@ func sent(t *testing.T, d *Datapath, in []byte, slot ...uint32) (uint32, []byte,
 }
 
 func TestSenderEncapsulatesByteForByte(t *testing.T) {
-	for _, tel := range []bool{false, true} {
+	for _, c := range []struct{ tel, ipEncap bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		tel := c.tel
 		d := load(t)
 		tun := testTunnel(ModeWRR, 2)
-		tun.Telemetry = tel
+		tun.Telemetry, tun.IPEncap = tel, c.ipEncap
 		configure(t, d, tun)
 		in := innerPacket(1000, 1200)
 
@@ -52,13 +57,16 @@ func TestSenderEncapsulatesByteForByte(t *testing.T) {
 		if tel {
 			wh.Flags = wire.FlagTelemetry
 		}
-		body, err := wire.AppendEncap(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, wh, wire.Telemetry{}, in[14:])
+		body, err := wire.AppendEncap(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733, IPEncap: c.ipEncap}, wh, wire.Telemetry{}, in[14:])
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := pkt.Ethernet(p.DstMAC, p.SrcMAC, pkt.EtherTypeIPv4, body)
 		if !bytes.Equal(out, want) {
-			t.Fatalf("telemetry=%v: encapsulated packet differs\n got % x\nwant % x", tel, out, want)
+			t.Fatalf("%+v: encapsulated packet differs\n got % x\nwant % x", c, out, want)
+		}
+		if add, wantAdd := len(out)-len(in), map[bool]int{false: wire.EncapLen, true: wire.IPEncapLen}[c.ipEncap]; !tel && add != wantAdd {
+			t.Errorf("%+v: encapsulation adds %d bytes, want %d", c, add, wantAdd)
 		}
 	}
 }
@@ -325,25 +333,32 @@ func TestSmoothWRRInterleaves(t *testing.T) {
 // TCP between the tunnel's own addresses goes compact; anything else is encapsulated whole,
 // and what no longer fits the path MTU then is refused by name.
 func TestSenderCompact(t *testing.T) {
+	// Under IP encapsulation too, with telemetry: what it adds is still one block.
+	for _, ipEncap := range []bool{true, false} {
+		d := load(t)
+		tun := testTunnel(ModeWRR, 1)
+		tun.Compact, tun.Local, tun.Peer, tun.IPEncap, tun.Telemetry = true, innerSrc, innerDst, ipEncap, true
+		configure(t, d, tun)
+		in := innerPacket(77, 1000)
+		ret, out, h := sent(t, d, in)
+		p := tun.Paths[0]
+		wh := wire.Header{Version: 1, Flags: wire.FlagCompact | wire.FlagTelemetry, TunnelID: 42, TxNs: h.TxNs}
+		body, err := wire.AppendCompact(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733, IPEncap: ipEncap}, wh, wire.Telemetry{}, in[14:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := pkt.Ethernet(p.DstMAC, p.SrcMAC, pkt.EtherTypeIPv4, body); ret != tcActRedirect || !bytes.Equal(out, want) {
+			t.Fatalf("ip encap %v: compact packet differs (verdict %d)\n got % x\nwant % x", ipEncap, ret, out, want)
+		}
+		if add := map[bool]int{false: wire.CompactLen, true: wire.IPCompactLen}[ipEncap] + wire.TelemetryLen; len(out) != len(in)+add {
+			t.Fatalf("ip encap %v: compact adds %d bytes, want %d", ipEncap, len(out)-len(in), add)
+		}
+	}
+
 	d := load(t)
 	tun := testTunnel(ModeWRR, 1)
 	tun.Compact, tun.Local, tun.Peer = true, innerSrc, innerDst
 	configure(t, d, tun)
-
-	in := innerPacket(77, 1000)
-	ret, out, h := sent(t, d, in)
-	p := tun.Paths[0]
-	wh := wire.Header{Version: 1, Flags: wire.FlagCompact, TunnelID: 42, TxNs: h.TxNs}
-	body, err := wire.AppendCompact(nil, wire.Outer{Src: p.SrcIP, Dst: p.DstIP, Port: 7733}, wh, wire.Telemetry{}, in[14:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := pkt.Ethernet(p.DstMAC, p.SrcMAC, pkt.EtherTypeIPv4, body); ret != tcActRedirect || !bytes.Equal(out, want) {
-		t.Fatalf("compact packet differs (verdict %d)\n got % x\nwant % x", ret, out, want)
-	}
-	if len(out) != len(in)+wire.CompactLen {
-		t.Fatalf("compact adds %d bytes, want %d", len(out)-len(in), wire.CompactLen)
-	}
 
 	other := netip.MustParseAddr("10.99.0.5")
 	udp := pkt.Ethernet(tunPeer, tunMAC, pkt.EtherTypeIPv4, pkt.IPv4(innerSrc, innerDst, pkt.ProtoUDP, 1, pkt.UDP(innerSrc, innerDst, 1, 2, make([]byte, 100))))

@@ -32,6 +32,7 @@ enum plait_mode {
 #define TX_F_TELEMETRY 0x1
 #define TX_F_COMPACT 0x2 /* send TCP between the tunnel's own addresses compact */
 #define TX_F_ACK_PATH 0x4 /* packets up to ACK_MAX_INNER go on tx_cfg.ack_path */
+#define TX_F_IP_ENCAP 0x8 /* the Plait header right after the outer IPv4 header, no UDP */
 
 /* The largest IPv4 header plus TCP header with options: every pure ACK, SACK blocks and
  * all, fits. */
@@ -60,7 +61,7 @@ enum sender_stat {
  * path (rcv_counters), not here. */
 enum receiver_stat {
 	RCV_PASS_NOT_IPV4,
-	RCV_PASS_NOT_UDP,
+	RCV_PASS_NOT_UDP,       /* neither UDP nor PLAIT_IPPROTO */
 	RCV_PASS_OTHER_PORT,
 	RCV_PASS_FRAGMENT,      /* outer fragment: the stack reassembles, we cannot parse */
 	RCV_DROP_TRUNCATED,     /* shorter than the headers it announces */

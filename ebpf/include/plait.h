@@ -10,6 +10,11 @@
  * original TCP segment. The receiver restores the header from the tunnel's addresses:
  *               Ethernet | IPv4 (rewritten) | UDP | plait_hdr | [plait_tel] | TCP ...
  *
+ * IP encapsulation (PLAIT_IPPROTO), for paths without NAT: the Plait header follows the
+ * outer IPv4 header directly, 8 bytes less a packet than UDP; either encapsulation may be
+ * compact:
+ *               Ethernet | outer IPv4 (protocol PLAIT_IPPROTO) | plait_hdr | ...
+ *
  * The same layout is defined in wire/wire.go and p4/include/headers.p4; the test in
  * tests/wireformat checks all three against each other. Change all three or none.
  */
@@ -20,6 +25,8 @@
 
 #define PLAIT_VERSION 1
 #define PLAIT_UDP_PORT 7733
+/* IPv4 protocol of IP-encapsulated Plait packets: 253, RFC 3692's experimentation value. */
+#define PLAIT_IPPROTO 253
 
 /* Flags (low nibble of ver_flags). */
 #define PLAIT_F_PROBE 0x1     /* measurement probe: no inner packet follows */
@@ -49,6 +56,9 @@ struct plait_tel {
 #define PLAIT_ENCAP_LEN (20 /* IPv4 */ + 8 /* UDP */ + sizeof(struct plait_hdr))
 /* What a compact packet adds after its (rewritten) IPv4 header. */
 #define PLAIT_COMPACT_LEN (8 /* UDP */ + sizeof(struct plait_hdr))
+/* IP encapsulation leaves the UDP header out of both. */
+#define PLAIT_IP_ENCAP_LEN (20 /* IPv4 */ + sizeof(struct plait_hdr))
+#define PLAIT_IP_COMPACT_LEN (sizeof(struct plait_hdr))
 #define PLAIT_TEL_LEN (sizeof(struct plait_tel))
 
 #endif /* PLAIT_H */

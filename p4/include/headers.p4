@@ -10,6 +10,7 @@
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8> IPPROTO_UDP = 17;
 const bit<16> PLAIT_UDP_PORT = 7733;
+const bit<8> PLAIT_IPPROTO = 253; // IP encapsulation: plait_t right after the IPv4 header
 const bit<4> PLAIT_VERSION = 1;
 const bit<4> PLAIT_F_PROBE = 0x1;     // measurement probe: no inner packet follows
 const bit<4> PLAIT_F_TELEMETRY = 0x2; // a plait_tel block follows the header

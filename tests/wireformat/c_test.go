@@ -17,12 +17,23 @@ import (
 // target, the same flags), reads struct plait_hdr and plait_tel from the object's BTF and
 // checks them against wire.Layout: names, bit offsets, sizes, and a big-endian typedef
 // (__be16/__be32) for every multi-byte field. C cannot address a nibble, so consecutive
-// sub-byte layout fields form one C member (version + flags = ver_flags).
+// sub-byte layout fields form one C member (version + flags = ver_flags). The constants
+// plait.h defines are checked against wire's too, through an enum that carries them into
+// BTF.
 func TestCLayout(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "layout.c")
 	// Globals put the structs into BTF; the programs only use them through pointers.
-	if err := os.WriteFile(src, []byte("#include \"plait.h\"\nstruct plait_hdr h;\nstruct plait_tel t;\n"), 0o644); err != nil {
+	if err := os.WriteFile(src, []byte(`#include "plait.h"
+struct plait_hdr h;
+struct plait_tel t;
+enum plait_consts {
+	c_version = PLAIT_VERSION, c_udp_port = PLAIT_UDP_PORT, c_ipproto = PLAIT_IPPROTO,
+	c_f_probe = PLAIT_F_PROBE, c_f_telemetry = PLAIT_F_TELEMETRY, c_f_compact = PLAIT_F_COMPACT,
+	c_max_paths = PLAIT_MAX_PATHS, c_encap_len = PLAIT_ENCAP_LEN, c_compact_len = PLAIT_COMPACT_LEN,
+	c_ip_encap_len = PLAIT_IP_ENCAP_LEN, c_ip_compact_len = PLAIT_IP_COMPACT_LEN, c_tel_len = PLAIT_TEL_LEN,
+} c;
+`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	obj := filepath.Join(dir, "layout.o")
@@ -34,6 +45,24 @@ func TestCLayout(t *testing.T) {
 	spec, err := btf.LoadSpec(obj)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var consts *btf.Enum
+	if err := spec.TypeByName("plait_consts", &consts); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{
+		"c_version": wire.Version, "c_udp_port": wire.Port, "c_ipproto": wire.IPProto,
+		"c_f_probe": wire.FlagProbe, "c_f_telemetry": wire.FlagTelemetry, "c_f_compact": wire.FlagCompact,
+		"c_max_paths": wire.MaxPaths, "c_encap_len": wire.EncapLen, "c_compact_len": wire.CompactLen,
+		"c_ip_encap_len": wire.IPEncapLen, "c_ip_compact_len": wire.IPCompactLen, "c_tel_len": wire.TelemetryLen,
+	}
+	for _, v := range consts.Values {
+		if v.Value != want[v.Name] {
+			t.Errorf("plait.h %s = %d, wire %d", strings.TrimPrefix(v.Name, "c_"), v.Value, want[v.Name])
+		}
+	}
+	if len(consts.Values) != len(want) {
+		t.Errorf("%d constants compared, want %d", len(consts.Values), len(want))
 	}
 	for name, fields := range wire.Layout {
 		var st *btf.Struct

@@ -167,6 +167,7 @@ def plan():
             "name": "T",
             "description": "two paths",
             "shape": "parallel",
+            "encap": "ip",
             "paths": PATHS,
             "capacity_bps": 7e6,
             "traffic": {"duration_s": 5, "omit_s": 1, "cc": "cubic", "flows": 1},

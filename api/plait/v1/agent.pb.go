@@ -76,6 +76,53 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 	return file_agent_proto_rawDescGZIP(), []int{0}
 }
 
+// How the Plait header travels between the paths' endpoints.
+type Encap int32
+
+const (
+	Encap_ENCAP_UDP Encap = 0 // in UDP on the tunnel's port: passes NAT
+	Encap_ENCAP_IP  Encap = 1 // right after the outer IPv4 header (protocol 253), 8 bytes less a packet; no NAT on the paths
+)
+
+// Enum value maps for Encap.
+var (
+	Encap_name = map[int32]string{
+		0: "ENCAP_UDP",
+		1: "ENCAP_IP",
+	}
+	Encap_value = map[string]int32{
+		"ENCAP_UDP": 0,
+		"ENCAP_IP":  1,
+	}
+)
+
+func (x Encap) Enum() *Encap {
+	p := new(Encap)
+	*p = x
+	return p
+}
+
+func (x Encap) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Encap) Descriptor() protoreflect.EnumDescriptor {
+	return file_agent_proto_enumTypes[1].Descriptor()
+}
+
+func (Encap) Type() protoreflect.EnumType {
+	return &file_agent_proto_enumTypes[1]
+}
+
+func (x Encap) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Encap.Descriptor instead.
+func (Encap) EnumDescriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{1}
+}
+
 type Empty struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -213,6 +260,7 @@ type TunnelConfig struct {
 	// different delays then sees a round trip long enough to cover their skew, and no
 	// ACK tells of fast-path data early (see the controller's ackPath).
 	AckPath       string `protobuf:"bytes,12,opt,name=ack_path,json=ackPath,proto3" json:"ack_path,omitempty"`
+	Encap         Encap  `protobuf:"varint,13,opt,name=encap,proto3,enum=plait.v1.Encap" json:"encap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +377,13 @@ func (x *TunnelConfig) GetAckPath() string {
 		return x.AckPath
 	}
 	return ""
+}
+
+func (x *TunnelConfig) GetEncap() Encap {
+	if x != nil {
+		return x.Encap
+	}
+	return Encap_ENCAP_UDP
 }
 
 type PathEstimate struct {
@@ -1479,7 +1534,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xf2\x02\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\x99\x03\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -1493,7 +1548,8 @@ const file_agent_proto_rawDesc = "" +
 	"\freceive_only\x18\n" +
 	" \x01(\bR\vreceiveOnly\x12!\n" +
 	"\fpeer_address\x18\v \x01(\tR\vpeerAddress\x12\x19\n" +
-	"\back_path\x18\f \x01(\tR\aackPath\"D\n" +
+	"\back_path\x18\f \x01(\tR\aackPath\x12%\n" +
+	"\x05encap\x18\r \x01(\x0e2\x0f.plait.v1.EncapR\x05encap\"D\n" +
 	"\fPathEstimate\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
 	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\"\x9e\x02\n" +
@@ -1608,7 +1664,10 @@ const file_agent_proto_rawDesc = "" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aMODE_RR\x10\x01\x12\f\n" +
 	"\bMODE_WRR\x10\x02\x12\r\n" +
-	"\tMODE_EDPF\x10\x032\x8d\x05\n" +
+	"\tMODE_EDPF\x10\x03*$\n" +
+	"\x05Encap\x12\r\n" +
+	"\tENCAP_UDP\x10\x00\x12\f\n" +
+	"\bENCAP_IP\x10\x012\x8d\x05\n" +
 	"\x05Agent\x125\n" +
 	"\tConfigure\x12\x16.plait.v1.TunnelConfig\x1a\x10.plait.v1.Tunnel\x124\n" +
 	"\fRemoveTunnel\x12\x13.plait.v1.TunnelRef\x1a\x0f.plait.v1.Empty\x12=\n" +
@@ -1637,73 +1696,75 @@ func file_agent_proto_rawDescGZIP() []byte {
 	return file_agent_proto_rawDescData
 }
 
-var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
-	(*Empty)(nil),                   // 1: plait.v1.Empty
-	(*PathConfig)(nil),              // 2: plait.v1.PathConfig
-	(*TunnelConfig)(nil),            // 3: plait.v1.TunnelConfig
-	(*PathEstimate)(nil),            // 4: plait.v1.PathEstimate
-	(*PathState)(nil),               // 5: plait.v1.PathState
-	(*Tunnel)(nil),                  // 6: plait.v1.Tunnel
-	(*TunnelRef)(nil),               // 7: plait.v1.TunnelRef
-	(*ListTunnelsResponse)(nil),     // 8: plait.v1.ListTunnelsResponse
-	(*SetWeightsRequest)(nil),       // 9: plait.v1.SetWeightsRequest
-	(*SetModeRequest)(nil),          // 10: plait.v1.SetModeRequest
-	(*SetAckPathRequest)(nil),       // 11: plait.v1.SetAckPathRequest
-	(*SetPathStateRequest)(nil),     // 12: plait.v1.SetPathStateRequest
-	(*SetPathEstimatesRequest)(nil), // 13: plait.v1.SetPathEstimatesRequest
-	(*StatsRequest)(nil),            // 14: plait.v1.StatsRequest
-	(*PathStats)(nil),               // 15: plait.v1.PathStats
-	(*ReorderStats)(nil),            // 16: plait.v1.ReorderStats
-	(*TunnelStats)(nil),             // 17: plait.v1.TunnelStats
-	(*Stats)(nil),                   // 18: plait.v1.Stats
-	nil,                             // 19: plait.v1.Stats.SenderEntry
-	nil,                             // 20: plait.v1.Stats.ReceiverEntry
+	(Encap)(0),                      // 1: plait.v1.Encap
+	(*Empty)(nil),                   // 2: plait.v1.Empty
+	(*PathConfig)(nil),              // 3: plait.v1.PathConfig
+	(*TunnelConfig)(nil),            // 4: plait.v1.TunnelConfig
+	(*PathEstimate)(nil),            // 5: plait.v1.PathEstimate
+	(*PathState)(nil),               // 6: plait.v1.PathState
+	(*Tunnel)(nil),                  // 7: plait.v1.Tunnel
+	(*TunnelRef)(nil),               // 8: plait.v1.TunnelRef
+	(*ListTunnelsResponse)(nil),     // 9: plait.v1.ListTunnelsResponse
+	(*SetWeightsRequest)(nil),       // 10: plait.v1.SetWeightsRequest
+	(*SetModeRequest)(nil),          // 11: plait.v1.SetModeRequest
+	(*SetAckPathRequest)(nil),       // 12: plait.v1.SetAckPathRequest
+	(*SetPathStateRequest)(nil),     // 13: plait.v1.SetPathStateRequest
+	(*SetPathEstimatesRequest)(nil), // 14: plait.v1.SetPathEstimatesRequest
+	(*StatsRequest)(nil),            // 15: plait.v1.StatsRequest
+	(*PathStats)(nil),               // 16: plait.v1.PathStats
+	(*ReorderStats)(nil),            // 17: plait.v1.ReorderStats
+	(*TunnelStats)(nil),             // 18: plait.v1.TunnelStats
+	(*Stats)(nil),                   // 19: plait.v1.Stats
+	nil,                             // 20: plait.v1.Stats.SenderEntry
+	nil,                             // 21: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
-	2,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
+	3,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
 	0,  // 1: plait.v1.TunnelConfig.mode:type_name -> plait.v1.Mode
-	2,  // 2: plait.v1.PathState.config:type_name -> plait.v1.PathConfig
-	4,  // 3: plait.v1.PathState.estimate:type_name -> plait.v1.PathEstimate
-	3,  // 4: plait.v1.Tunnel.config:type_name -> plait.v1.TunnelConfig
-	5,  // 5: plait.v1.Tunnel.paths:type_name -> plait.v1.PathState
-	6,  // 6: plait.v1.ListTunnelsResponse.tunnels:type_name -> plait.v1.Tunnel
-	0,  // 7: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
-	4,  // 8: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
-	15, // 9: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
-	16, // 10: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	17, // 11: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	19, // 12: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	20, // 13: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
-	3,  // 14: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
-	7,  // 15: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
-	1,  // 16: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
-	9,  // 17: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
-	10, // 18: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
-	11, // 19: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
-	12, // 20: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	13, // 21: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
-	7,  // 22: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
-	14, // 23: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	14, // 24: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	6,  // 25: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	1,  // 26: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	8,  // 27: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	6,  // 28: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	6,  // 29: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	6,  // 30: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	6,  // 31: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	6,  // 32: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	6,  // 33: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
-	18, // 34: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	18, // 35: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	1,  // 2: plait.v1.TunnelConfig.encap:type_name -> plait.v1.Encap
+	3,  // 3: plait.v1.PathState.config:type_name -> plait.v1.PathConfig
+	5,  // 4: plait.v1.PathState.estimate:type_name -> plait.v1.PathEstimate
+	4,  // 5: plait.v1.Tunnel.config:type_name -> plait.v1.TunnelConfig
+	6,  // 6: plait.v1.Tunnel.paths:type_name -> plait.v1.PathState
+	7,  // 7: plait.v1.ListTunnelsResponse.tunnels:type_name -> plait.v1.Tunnel
+	0,  // 8: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
+	5,  // 9: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
+	16, // 10: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
+	17, // 11: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
+	18, // 12: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	20, // 13: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	21, // 14: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	4,  // 15: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
+	8,  // 16: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
+	2,  // 17: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
+	10, // 18: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
+	11, // 19: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
+	12, // 20: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
+	13, // 21: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
+	14, // 22: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	8,  // 23: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
+	15, // 24: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	15, // 25: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	7,  // 26: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	2,  // 27: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	9,  // 28: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	7,  // 29: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	7,  // 30: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	7,  // 31: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	7,  // 32: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	7,  // 33: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	7,  // 34: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	19, // 35: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	19, // 36: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1716,7 +1777,7 @@ func file_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
