@@ -3,7 +3,7 @@
 summary.json holds the scenario (paths, capacity_bps, the ideal link, the single-best
 choice, how goodput is measured) and per configuration: config, goodput_bps, efficiency
 (goodput / sum of path rates), vs_ideal (goodput / the ideal configuration's goodput),
-retransmits, reordered_ratio (Plait's configurations; null for the others),
+goodput_whole_bps and whole_vs_ideal (the same over the whole run, start included), retransmits, reordered_ratio (Plait's configurations; null for the others),
 per_path_bytes, owd_mean_ms per path, and the time series behind the plots.
 """
 
@@ -46,12 +46,15 @@ def result_line(res, capacity):
 def summarize(plan, results, switch_kind):
     sc = plan["scenario"]
     cap = sc["capacity_bps"]
-    ideal = next((r["goodput_bps"] for r in results if r["config"] == "ideal"), None)
+    ideal = next((r for r in results if r["config"] == "ideal"), None)
     configs = []
     for r in results:
         c = {k: v for k, v in r.items() if k != "series"}
         c["efficiency"] = r["goodput_bps"] / cap
-        c["vs_ideal"] = r["goodput_bps"] / ideal if ideal else None
+        c["vs_ideal"] = r["goodput_bps"] / ideal["goodput_bps"] if ideal else None
+        c["whole_vs_ideal"] = (
+            r["goodput_whole_bps"] / ideal["goodput_whole_bps"] if ideal else None
+        )
         configs.append(c)
     return {
         "scenario": sc["name"],
@@ -67,7 +70,8 @@ def summarize(plan, results, switch_kind):
         "goodput_rule": (
             "iperf3 receiver bytes per 1 s interval, intervals starting before %gs left out, "
             "the same for every configuration; with repeat > 1 the run with the median "
-            "goodput stands for its configuration" % sc["traffic"]["omit_s"]
+            "goodput stands for its configuration; whole run: every interval, each "
+            "configuration's median run by that figure" % sc["traffic"]["omit_s"]
         ),
         "repeat": plan.get("repeat", 1),
         "lab": {
@@ -100,6 +104,7 @@ def markdown_table(summary):
         "goodput",
         "goodput / capacity",
         "goodput / ideal",
+        "whole run / ideal",
         "retransmissions",
         "reordered",
         "rtt (ms)",
@@ -112,6 +117,7 @@ def markdown_table(summary):
             fmt_rate(c["goodput_bps"]) + spread(c),
             fmt_pct(c["efficiency"]),
             fmt_pct(c["vs_ideal"]),
+            fmt_pct(c["whole_vs_ideal"]),
             str(c["retransmits"]),
             fmt_pct(c["reordered_ratio"]),
             "-" if c.get("rtt_ms") is None else "%.0f" % c["rtt_ms"],
