@@ -143,10 +143,15 @@ inner = [ipv4("192.168.1.1", "192.168.2.1", 24, ttl=61, ident=9), udp(4000, 5001
 n_in = length(*inner)
 
 
-def plait_pkt(tel_block, ucsum, flags=0x2, tunnel=0x0102, path=2, body=None):
+def plait_pkt(tel_block, ucsum, flags=0x2, tunnel=0x0102, path=2, body=None, ip_encap=False):
+    """A Plait packet in UDP, or with ip_encap right after IPv4 (protocol 253, no UDP)."""
     body = inner if body is None else body
     n = 16 + (8 if tel_block else 0) + length(*body)
-    parts = [eth(M2, M1), ipv4("172.16.0.1", "172.16.1.1", 8 + n, flags=2), udp(7733, 7733, n, ucsum), plait(flags, path, tunnel, 1000, 77, 0x12345678)]
+    if ip_encap:
+        outer = [ipv4("172.16.0.1", "172.16.1.1", n, proto=253, flags=2)]
+    else:
+        outer = [ipv4("172.16.0.1", "172.16.1.1", 8 + n, flags=2), udp(7733, 7733, n, ucsum)]
+    parts = [eth(M2, M1)] + outer + [plait(flags, path, tunnel, 1000, 77, 0x12345678)]
     if tel_block:
         parts.append(tel_block)
     return parts + body
@@ -162,6 +167,15 @@ vector(
     input={"port": 1, "packet": chunks(*tin)},
     expect=[{"port": 2, "packet": chunks(*tout), "bmv2_ignore": [[14 + 20 + 8 + 16, 4, "queue_us: BMv2's deq_timedelta is a real, non-zero time"]]}],
     counters=[{"name": "path_counter", "index": (0x0102 % 64) * 8 + 2, "packets": 1, "bytes": length(*tin)}],
+)
+tin_ip = plait_pkt(tel(500, 7, 2), None, ip_encap=True)
+vector(
+    "telemetry_stamp_ip",
+    description="an IP-encapsulated Plait packet (IPv4 protocol 253, no UDP) is stamped like one in UDP and counted per path",
+    entries=[fwd12],
+    input={"port": 1, "packet": chunks(*tin_ip)},
+    expect=[{"port": 2, "packet": chunks(*plait_pkt(tel(500, 7, 3), None, ip_encap=True)), "bmv2_ignore": [[14 + 20 + 16, 4, "queue_us: BMv2's deq_timedelta is a real, non-zero time"]]}],
+    counters=[{"name": "path_counter", "index": (0x0102 % 64) * 8 + 2, "packets": 1, "bytes": length(*tin_ip)}],
 )
 vector(
     "telemetry_off",
@@ -269,6 +283,16 @@ vector(
     entries=split_entries,
     input={"port": 1, "packet": chunks(*tagged)},
     expect=[{"port": 3, "packet": chunks(*tagged)}],
+)
+
+tagged_ip = plait_pkt(None, None, flags=0x0, ip_encap=True)
+tagged_ip[1] = ipv4("172.16.0.1", "10.9.9.9", length(*tagged_ip[2:]), proto=253, flags=2)
+vector(
+    "split_skips_tagged_ip",
+    description="an IP-encapsulated Plait packet inside the tunnel prefix is not split again either",
+    entries=split_entries,
+    input={"port": 1, "packet": chunks(*tagged_ip)},
+    expect=[{"port": 3, "packet": chunks(*tagged_ip)}],
 )
 
 # --- packet-in ------------------------------------------------------------------------
