@@ -229,7 +229,8 @@ static __always_inline int write_encap(struct __sk_buff *skb, const struct tx_cf
 }
 
 /* Compact: the packet's own IPv4 header becomes the outer one, with room for UDP (unless
- * IP encapsulation) and the Plait header made after it. TTL, TOS, ID and DF stay the original's. */
+ * IP encapsulation) and the Plait header made after it. TTL, TOS, ID and DF stay the
+ * original's. */
 static __always_inline int write_compact(struct __sk_buff *skb, const struct tx_cfg *cfg,
 					 const struct tx_path *path, __u32 encap_len)
 {
