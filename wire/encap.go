@@ -13,15 +13,6 @@ type Outer struct {
 	IPEncap  bool       // no UDP: the header follows IPv4 of protocol IPProto
 }
 
-// l4 is what the encapsulation adds between the outer IPv4 header and the Plait header,
-// and the outer protocol.
-func (o Outer) l4() (int, byte) {
-	if o.IPEncap {
-		return 0, IPProto
-	}
-	return 8, 17
-}
-
 // AppendEncap appends a complete Plait packet without its Ethernet header: outer IPv4
 // (DF, TTL 64, ID 0) + UDP (checksum 0; none under IP encapsulation) + h + tel (when h
 // carries FlagTelemetry) + inner.
@@ -30,8 +21,7 @@ func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]by
 	if !o.Src.Is4() || !o.Dst.Is4() {
 		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
 	}
-	l4, proto := o.l4()
-	n := 20 + l4 + HeaderLen + len(inner)
+	n := Overhead(o.IPEncap, false) + len(inner)
 	if h.Flags&FlagTelemetry != 0 {
 		n += TelemetryLen
 	}
@@ -41,7 +31,7 @@ func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]by
 	start := len(b)
 	b = append(b, 0x45, 0)
 	b = binary.BigEndian.AppendUint16(b, uint16(n))
-	b = append(b, 0, 0, 0x40, 0, 64, proto, 0, 0)
+	b = append(b, 0, 0, 0x40, 0, 64, OuterProto(o.IPEncap), 0, 0)
 	src, dst := o.Src.As4(), o.Dst.As4()
 	b = append(append(b, src[:]...), dst[:]...)
 	binary.BigEndian.PutUint16(b[start+10:], Checksum(b[start:start+20]))
@@ -93,8 +83,7 @@ func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([
 		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
 	}
 	h.Flags |= FlagCompact
-	l4, proto := o.l4()
-	add := l4 + HeaderLen
+	add := Overhead(o.IPEncap, true)
 	if h.Flags&FlagTelemetry != 0 {
 		add += TelemetryLen
 	}
@@ -106,7 +95,7 @@ func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([
 	b = append(b, packet[:20]...)
 	ip := b[start:]
 	binary.BigEndian.PutUint16(ip[2:], uint16(n))
-	ip[9] = proto
+	ip[9] = OuterProto(o.IPEncap)
 	src, dst := o.Src.As4(), o.Dst.As4()
 	copy(ip[12:], src[:])
 	copy(ip[16:], dst[:])

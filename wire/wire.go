@@ -40,6 +40,29 @@ const (
 	IPCompactLen = HeaderLen
 )
 
+// Overhead is what a tunnel adds to a packet, telemetry aside: EncapLen, CompactLen,
+// IPEncapLen or IPCompactLen.
+func Overhead(ipEncap, compact bool) int {
+	switch {
+	case ipEncap && compact:
+		return IPCompactLen
+	case ipEncap:
+		return IPEncapLen
+	case compact:
+		return CompactLen
+	}
+	return EncapLen
+}
+
+// OuterProto is the protocol of the outer IPv4 header: UDP, or IPProto under IP
+// encapsulation.
+func OuterProto(ipEncap bool) byte {
+	if ipEncap {
+		return IPProto
+	}
+	return 17
+}
+
 // Flags, in the low nibble of the first byte.
 const (
 	FlagProbe     = 0x1 // measurement probe: no inner packet follows

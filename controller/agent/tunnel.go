@@ -142,10 +142,7 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	if cfg.AckPath != "" && !names[cfg.AckPath] {
 		return nil, invalid("ack_path %q is not one of the tunnel's paths", cfg.AckPath)
 	}
-	overhead := map[[2]bool]int{
-		{false, false}: wire.EncapLen, {false, true}: wire.CompactLen,
-		{true, false}: wire.IPEncapLen, {true, true}: wire.IPCompactLen,
-	}[[2]bool{cfg.Encap == pb.Encap_ENCAP_IP, peer.IsValid()}]
+	overhead := wire.Overhead(cfg.Encap == pb.Encap_ENCAP_IP, peer.IsValid())
 	if cfg.Telemetry {
 		overhead += wire.TelemetryLen
 	}

@@ -410,12 +410,10 @@ func labTCP(sum *labSummary, config string) (model.TCP, error) {
 	case config != scenario.ConfigRR && config != scenario.ConfigWRR:
 	case sum.Shape == scenario.ShapeSplit:
 		t.Overhead += wire.EncapLen + wire.TelemetryLen
-	case sum.Encap == scenario.EncapIP:
-		t.MSS -= wire.IPCompactLen
-		t.Overhead += wire.IPCompactLen
 	default:
-		t.MSS -= wire.CompactLen
-		t.Overhead += wire.CompactLen
+		o := wire.Overhead(sum.Encap == scenario.EncapIP, true)
+		t.MSS -= o
+		t.Overhead += o
 	}
 	return t.WithSysctls(sum.Traffic.TCP), nil
 }

@@ -53,13 +53,11 @@ func newTunnelAddCmd() *cobra.Command {
 					return usagef(cmd, "--mode: %v", err)
 				}
 			}
-			switch encap {
-			case "udp":
-			case "ip":
-				cfg.Encap = pb.Encap_ENCAP_IP
-			default:
+			e, ok := pb.Encap_value["ENCAP_"+strings.ToUpper(encap)]
+			if !ok {
 				return usagef(cmd, "--encap %q: use udp (passes NAT) or ip (8 bytes less a packet, paths without NAT)", encap)
 			}
+			cfg.Encap = pb.Encap(e)
 			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
 				t, err := c.Configure(ctx, &cfg)
 				if err != nil {

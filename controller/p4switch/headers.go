@@ -116,10 +116,7 @@ func parse(frame []byte, ingressPort, cpuPort uint16, h *headers) int {
 	}
 	switch h.ipv4.protocol {
 	case ipProtoUDP:
-		if len(frame)-off < 4 || binary.BigEndian.Uint16(frame[off+2:]) != plaitUDPPort {
-			return off
-		}
-		if len(frame)-off < lenUDP {
+		if len(frame)-off < lenUDP || binary.BigEndian.Uint16(frame[off+2:]) != plaitUDPPort {
 			return off
 		}
 		b = frame[off:]

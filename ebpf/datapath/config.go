@@ -225,7 +225,7 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 		tp.Ifindex = p.Ifindex
 		tp.SrcIp = binary.NativeEndian.Uint32(src[:])
 		tp.DstIp = binary.NativeEndian.Uint32(dst[:])
-		tp.CsumBase = ipv4CsumBase(src, dst, t.outerProto())
+		tp.CsumBase = ipv4CsumBase(src, dst, wire.OuterProto(t.IPEncap))
 		copy(tp.SrcMac[:], p.SrcMAC)
 		copy(tp.DstMac[:], p.DstMAC)
 		if p.RateBps > 0 {
@@ -254,13 +254,6 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 		copy(cfg.Slots[:], slots)
 	}
 	return &cfg, nil
-}
-
-func (t *Tunnel) outerProto() byte {
-	if t.IPEncap {
-		return wire.IPProto
-	}
-	return 17 // UDP
 }
 
 func anyPositive(ws []float64) bool {
