@@ -196,7 +196,14 @@
 // 6 of 6 runs; at ADA 80 ms it fell in 8 of 8 (cwnd 1-5 within two seconds), at 40 ms in
 // 3 of 6 (a fourth fell later, from cwnd 750). But on A2, where copies on two of three
 // lanes overtake, wrr's slow start survived in 3 of 4 runs, so which runs lose it was not
-// reduced to a rule and P10 lets slow start run. After a collapse at ADA 80 ms rr's ρ
+// reduced to a rule and P10 lets slow start run. The simplest rule, that a lane later
+// than a whole min_rtt loses slow start (PRR keeping the timely lanes' share of the
+// initial window), was evaluated against the stored validation runs: it brings ADA 40 ms
+// rr from 55 to 36 Mbit/s (lab 24.8 and 28.9), ADA 80 ms rr from 55 to 23 (lab 4.3-7.6)
+// and wrr from 96 to 35 (lab 1.7-1.9), but moves ADA 40 ms wrr from 95 to 56 where one
+// series measured 91, and A2's wrr from 12.7 to 9.5 Mbit/s where the lab's runs keep
+// slow start and give 11.3; at ADA 40 ms 10 of 18 runs lost slow start in their first
+// second and 3 more in the next. After a collapse at ADA 80 ms rr's ρ
 // stopped a step short of the lateness (14·m/4 = 142 ms against 144 ms), so episodes kept
 // coming now and then and cubic never took off (4-10 Mbit/s against 55 predicted); wrr's
 // srtt stayed at 100-150 ms, below the lateness, because Karn's rule takes no sample from
