@@ -140,6 +140,9 @@ func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.T
 		return out
 	}
 	last := h.at(h.len() - 1)
+	// The time the counters were read, not the report's: the controller sets one end's
+	// sequence numbers against the other's (in flight).
+	out.TimeUnixNano -= int64(monoNow() - last.mono)
 	first := 0
 	for i := h.len() - 1; i >= 0; i-- {
 		if last.mono-h.at(i).mono >= uint64(window) {
@@ -160,8 +163,9 @@ func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.T
 		lr, fr := &last.rx.Paths[i], &f.rx.Paths[i]
 		ps := &pb.PathStats{
 			Index: uint32(i), Name: v.name, Up: v.up, Weight: v.share,
-			TxPackets: last.tx.Packets[i], TxBytes: last.tx.Bytes[i],
+			TxPackets: last.tx.Packets[i], TxBytes: last.tx.Bytes[i], NextPathSeq: last.tx.PathSeq[i],
 			RxPackets: lr.Packets, RxBytes: lr.Bytes, Lost: lr.Lost(), Late: lr.Late, Probes: lr.Probes, Duplicates: lr.Dups,
+			MaxPathSeq:    lr.MaxPathSeq,
 			OwdSmoothedUs: lr.OwdEwmaNs / 1e3, JitterUs: lr.JitterNs / 1e3, Hops: lr.Hops,
 			OwdMinUs: math.NaN(), OwdMeanUs: math.NaN(), OwdBaseUs: math.NaN(), QueueUs: math.NaN(), LastRxAgeMs: math.NaN(),
 		}

@@ -209,6 +209,7 @@ func (c *Controller) routeACKs(wants map[*direction]target) {
 				continue
 			}
 			d.ackReason = why
+			o.opt.ackBase = d.ests[j].est.Base
 			if d.split != nil {
 				w = cloneTarget(w)
 				w.mode, w.est, w.weights = pb.Mode_MODE_WRR, nil, make([]float64, len(d.paths))

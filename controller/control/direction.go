@@ -162,6 +162,7 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 		if i < len(txBps) {
 			o.TxBps = txBps[i]
 		}
+		o.InFlight = d.inFlight(i)
 		was := e.est.Alive
 		e.update(o)
 		livenessChanged = livenessChanged || was != e.est.Alive
@@ -178,6 +179,26 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 	d.prevRx = d.rx
 	d.lastUpdate = now
 	return livenessChanged
+}
+
+// inFlight is how many bytes the sender has put on path i that the receiver has not yet
+// received (nor seen skipped): its next path_seq, moved on by the path's send rate to the
+// moment the receiver read its counters, less the highest path_seq the receiver has.
+// Unlike a one-way delay, which tells of the packets that arrive now and so of the path
+// as it was one path delay ago, this counts what was sent up to the last report. The
+// agents' clocks are taken to agree, as one-way delays take them (one host's namespaces,
+// or hosts under NTP or PTP): a millisecond off is a millisecond of queue. NaN when an
+// end has not reported the path.
+func (d *direction) inFlight(i int) float64 {
+	if d.tx == nil || i >= len(d.tx.Paths) || i >= len(d.rx.Paths) || d.rx.Paths[i].RxPackets == 0 || d.tx.Paths[i].TxPackets == 0 {
+		return math.NaN()
+	}
+	tx, rx := d.tx.Paths[i], d.rx.Paths[i]
+	size := float64(tx.TxBytes) / float64(tx.TxPackets)
+	// Sequence numbers wrap at 2^32; the difference of two recent ones does not.
+	dt := float64(d.rx.TimeUnixNano-d.tx.TimeUnixNano) / 1e9
+	pkts := float64(int32(tx.NextPathSeq-rx.MaxPathSeq-1)) + tx.TxBps/8/size*dt
+	return max(0, pkts) * size
 }
 
 // decide runs the optimiser for the next interval.

@@ -24,6 +24,7 @@ type Observation struct {
 	DispBps   float64 // packet-pair capacity estimate
 	DispN     uint64
 	RxAge     time.Duration // since the last packet (data or probe) arrived; <0: never
+	InFlight  float64       // bytes sent on the path and not yet received; NaN if unknown
 }
 
 // Estimate is the controller's belief about one path in one direction.
@@ -39,6 +40,10 @@ type Estimate struct {
 	Late          float64 // fraction of the path's packets late behind its own, smoothed
 	Busy          bool    // a standing queue: the path delivers at its capacity
 	RxPackets     uint64  // packets in the last interval
+	// Ahead is the queue a packet sent now meets, µs (NaN until capacity and base are
+	// known): what is in flight takes InFlight/Capacity to deliver, of which Base is the
+	// path's own delay. Queue is measured on arrivals and so is one path delay old.
+	Ahead float64
 }
 
 // Tuning of the estimator. Liveness must react within the 300 ms a dead path may keep
@@ -97,6 +102,7 @@ type pathEstimator struct {
 	hasPrev   bool
 	settled   uint64  // cumulative losses seen in two reports in a row
 	baseWin   []timed // per-interval base samples
+	floors    []timed // per-interval queue met by the quickest packet (see standing)
 	dispRates []timed
 	deliv     []delivery // recent cumulative delivery, for busy-stretch capacity
 	busyKnown bool       // capacity measured over a busy stretch at least once
@@ -111,8 +117,26 @@ type pathEstimator struct {
 	lastBusy   time.Time // when the path last carried data over a queue that stood
 }
 
+// arrival is when a packet sent now would arrive, µs, and over how much queue: predicted
+// where the path's queue can be (Ahead), else as the recent arrivals measured it
+// (smoothed: a slow path's reports hold a packet or none).
+func (e *Estimate) arrival() (owd, queue float64, predicted bool) {
+	if !math.IsNaN(e.Ahead) {
+		return e.Base + e.Ahead, e.Ahead, true
+	}
+	return e.Owd, max(0, e.Owd-e.Base), false
+}
+
+// standing is the queue the path held throughout the last win (up to busyKeep), µs: the
+// least any of its packets met. Slow start's bursts fill a queue that drains between
+// them while the window is below the path's bandwidth-delay product, so a queue that
+// never emptied over a round trip is the window's excess. NaN without packets in win.
+func (e *pathEstimator) standing(now time.Time, win time.Duration) float64 {
+	return windowMin(e.floors, now, win)
+}
+
 func newPathEstimator() *pathEstimator {
-	return &pathEstimator{est: Estimate{Alive: true, Base: math.NaN(), Queue: math.NaN(), Owd: math.NaN()}}
+	return &pathEstimator{est: Estimate{Alive: true, Base: math.NaN(), Queue: math.NaN(), Owd: math.NaN(), Ahead: math.NaN()}}
 }
 
 // update folds one observation in and returns the new estimate.
@@ -210,6 +234,10 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		standing = o.OwdMin - est.Base
 	}
 	est.Busy = dRx >= 2 && standing > max(minBusyQueueUs, 2*serial)
+	if dRx > 0 && !math.IsNaN(standing) {
+		e.floors = append(e.floors, timed{o.At, standing})
+	}
+	e.floors = slices.DeleteFunc(e.floors, func(s timed) bool { return o.At.Sub(s.at) > busyKeep })
 	if dRx >= 1 && standing > max(minBusyQueueUs, 2*serial) {
 		e.lastBusy = o.At // even one packet: a slow path's reports hold one or none
 	}
@@ -294,6 +322,10 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		case len(rates) >= dispMin && m > pairRaise*est.Capacity && o.At.Sub(e.lastBusy) >= busyKeep:
 			est.Capacity = m
 		}
+	}
+	est.Ahead = math.NaN()
+	if est.CapacityKnown && est.Capacity > 0 && !math.IsNaN(o.InFlight) && !math.IsNaN(est.Base) {
+		est.Ahead = max(0, o.InFlight*8/est.Capacity*1e6-est.Base)
 	}
 	e.prev, e.hasPrev = o, true
 	return *est

@@ -51,6 +51,8 @@ func (s *synth) next(at time.Duration, telemetry bool) Observation {
 	if telemetry {
 		o.Queue = queueUs
 	}
+	// In flight: the queue, and what left it within one path delay.
+	o.InFlight = s.queue + out/dt*s.base/1e6
 	if pkts == 0 {
 		o.OwdMin, o.OwdMean = s.base, s.base // probes only
 	}
@@ -402,5 +404,25 @@ func TestLostCountGoingDownIsNoLoss(t *testing.T) {
 	}
 	if est := e.est; est.LossKnown && est.Loss > 0.01 {
 		t.Fatalf("loss %.3f after the loss count went down", est.Loss)
+	}
+}
+
+// What is in flight, over the measured capacity and less the path's own delay, is the
+// queue a packet sent now meets.
+func TestAheadIsTheQueueInFlight(t *testing.T) {
+	s := &synth{rate: 5e6, base: 100e3, offered: func(time.Duration) float64 { return 6e6 }, rng: rand.New(rand.NewPCG(5, 5))}
+	e := newPathEstimator()
+	est := run(e, s, 0, 3*time.Second, false)
+	want := s.queue * 8 / s.rate * 1e6
+	if !est.CapacityKnown || math.Abs(est.Ahead-want) > 0.05*want {
+		t.Fatalf("ahead %.0f µs (capacity %.2f Mbit/s known %v), want the queue's %.0f µs", est.Ahead, est.Capacity/1e6, est.CapacityKnown, want)
+	}
+	if owd, q, predicted := est.arrival(); !predicted || q != est.Ahead || owd != est.Base+est.Ahead {
+		t.Fatalf("arrival %.0f µs over %.0f µs (predicted %v), want the prediction", owd, q, predicted)
+	}
+	o := s.next(3*time.Second, false)
+	o.InFlight = math.NaN()
+	if est := e.update(o); !math.IsNaN(est.Ahead) {
+		t.Fatalf("ahead %.0f µs with nothing known in flight, want NaN", est.Ahead)
 	}
 }

@@ -55,6 +55,11 @@ const (
 	// balanceGain of its share per second of lateness, at most balanceMax.
 	balanceGain = 0.5
 	balanceMax  = 0.3
+	// Where a path's queue can be predicted (Estimate.Ahead) the loop no longer waits a
+	// path delay to see its effect, so a late path's share is set to drain its lateness
+	// within drainHorizon, down to drainFloor of its capacity share.
+	drainHorizon = 0.5 // s
+	drainFloor   = 0.1
 	// Loss below lossFloor is not news to the model. On the embedded lab, paths with no
 	// loss configured showed 0.02-0.05 % of counted losses that TCP never felt (wrr went
 	// through them at 0.98 of the ideal link), yet cubic's response to 0.03 % on one path
@@ -66,8 +71,14 @@ const (
 	// signalHold and every signalRTTs round trips.
 	signalFrac = 0.5
 	signalMin  = 5e3 // µs
+	// The queue also holds signalSlack packets beyond that: a window's cut lands on whole
+	// segments and delayed ACKs clock out two at a time: on K1 (a pipe of 9 packets) cuts
+	// from half a round trip of queue left the window at the pipe (0.94 of the ideal link;
+	// 0.97 with the slack).
+	signalSlack = 4
 	signalHold = time.Second
 	signalRTTs = 4
+	standMin   = 100 * time.Millisecond // two agent reports: a round trip shorter holds one or none
 )
 
 // target is what the optimiser wants the sending agent to hold.
@@ -118,6 +129,10 @@ type optimizer struct {
 	signals   int       // congestion signals given
 	signalQ   float64   // the paths' mean queue at the last one, µs
 	lastQueue float64   // the paths' mean queue at the previous decision, µs
+	// ackBase is the base one-way delay of the path the direction's ACKs return on, µs
+	// (0 until the controller has routed them): with the forward base it makes the flow's
+	// round trip, the clocks' offset cancelling between the two directions.
+	ackBase float64
 }
 
 // A direction starts as bulk: a flow starting on the fastest path alone and then spread
@@ -427,9 +442,9 @@ func balance(ests []*pathEstimator, w []float64) []float64 {
 	// its smoothed delay stands.
 	var sumW, sumOwd float64
 	for i, e := range ests {
-		if w[i] > 0 && !math.IsNaN(e.est.Owd) {
+		if owd, _, _ := e.est.arrival(); w[i] > 0 && !math.IsNaN(owd) {
 			sumW += w[i]
-			sumOwd += w[i] * e.est.Owd
+			sumOwd += w[i] * owd
 		}
 	}
 	if sumW == 0 {
@@ -438,11 +453,16 @@ func balance(ests []*pathEstimator, w []float64) []float64 {
 	mean := sumOwd / sumW
 	out := slices.Clone(w)
 	for i, e := range ests {
-		if w[i] == 0 || math.IsNaN(e.est.Owd) || math.IsNaN(e.est.Queue) {
+		owd, queue, predicted := e.est.arrival()
+		if w[i] == 0 || math.IsNaN(owd) || math.IsNaN(queue) {
 			continue
 		}
-		late := min(e.est.Owd-mean, e.est.Queue) / 1e6 // s
-		if late > 0 {
+		late := min(owd-mean, queue) / 1e6 // s
+		switch {
+		case late <= 0:
+		case predicted:
+			out[i] *= max(drainFloor, 1-late/drainHorizon)
+		default:
 			out[i] *= 1 - min(balanceGain*late, balanceMax)
 		}
 	}
@@ -471,24 +491,45 @@ func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64)
 	if total <= 0 {
 		return false
 	}
-	var queue, meanBase float64
+	var queue, meanBase, rate float64
 	minBase := math.Inf(1)
 	for i, e := range ests {
 		share := w[i] / total
 		if share == 0 || !e.est.Alive {
 			continue
 		}
-		if math.IsNaN(e.est.Base) || math.IsNaN(e.est.Owd) {
+		_, q, _ := e.est.arrival()
+		if math.IsNaN(e.est.Base) || math.IsNaN(q) {
 			return false
 		}
-		queue += share * max(0, e.est.Owd-e.est.Base)
+		queue += share * q
 		meanBase += share * e.est.Base
 		minBase = min(minBase, e.est.Base)
+		rate += capacity(ests, i)
 	}
-	rtt := meanBase + minBase // µs: data over the split, ACKs back over the fastest path
+	// µs: data over the split, ACKs back over their path (the fastest, until they have one)
+	rtt := meanBase + minBase
+	if o.ackBase > 0 {
+		rtt = meanBase + o.ackBase
+	}
 	rising := queue > o.lastQueue
 	o.lastQueue = queue
-	if queue < max(signalMin, signalFrac*rtt) || !rising {
+	if queue < max(signalMin, signalFrac*rtt+signalSlack*1514*8/rate*1e6) || !rising {
+		return false
+	}
+	// The queue ahead is predicted from what is in flight, and in slow start that swells
+	// with every burst while the window is still below the paths' bandwidth-delay product;
+	// only a queue that stood through a round trip means the window has outgrown them.
+	win := max(standMin, time.Duration(rtt)*time.Microsecond)
+	var standing float64
+	for i, e := range ests {
+		if w[i] > 0 && e.est.Alive {
+			if s := e.standing(now, win); s > 0 {
+				standing += w[i] / total * s
+			}
+		}
+	}
+	if standing < minBusyQueueUs {
 		return false
 	}
 	hold := max(signalHold, time.Duration(signalRTTs*(rtt+queue))*time.Microsecond)

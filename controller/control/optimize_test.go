@@ -214,6 +214,23 @@ func TestBalanceDrainsTheLateQueue(t *testing.T) {
 	}
 }
 
+// Where the queues ahead are predicted, a late path is given the share that drains its
+// lateness within drainHorizon, though the arrivals measured still show none.
+func TestBalanceDrainsThePredictedQueue(t *testing.T) {
+	// A1 after slow start's overshoot: the 2 Mbit/s path's queue is 300 ms longer.
+	ests := known([]float64{5e6, 2e6}, []float64{100e3, 100e3}, 7e6)
+	ests[0].est.Ahead, ests[1].est.Ahead = 100e3, 400e3
+	w := balance(ests, []float64{5e6, 2e6})
+	late := 5.0 / 7 * 300e3 / 1e6 // behind the mean by share
+	if want := 2e6 * (1 - late/drainHorizon); w[0] != 5e6 || math.Abs(w[1]-want) > 1 {
+		t.Fatalf("weights %v, want [5e6 %.0f]", w, want)
+	}
+	ests[1].est.Ahead = 2e6
+	if w := balance(ests, []float64{5e6, 2e6}); w[1] != 2e6*drainFloor {
+		t.Fatalf("weights %v for a path 1.9 s late, want its share at the floor %v", w, drainFloor)
+	}
+}
+
 // Loss below lossFloor does not reach the model; loss above it does.
 func TestModelPathsLossFloor(t *testing.T) {
 	ests := known([]float64{36e6, 18e6}, []float64{20e3, 35e3}, 50e6)
@@ -233,13 +250,16 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 	caps := []float64{35.9e6, 18.4e6, 33.3e6, 14.7e6} // S1-4: shares .351 .180 .326 .144
 	delays := []float64{20e3, 35e3, 25e3, 45e3}
 	// signals runs the optimiser every 100 ms from..to with the paths' queues q, each
-	// growing by grow µs a step, and returns when it asked for a signal.
+	// growing by grow µs a step, and returns when it asked for a signal. Each step's
+	// quickest packet met floor of the queue.
+	floor := 1.0
 	signals := func(o *optimizer, ests []*pathEstimator, override string, from, to time.Duration, grow float64, q ...float64) []time.Duration {
 		var at []time.Duration
 		for d := from; d < to; d += 100 * time.Millisecond {
 			step := float64((d - from) / (100 * time.Millisecond))
 			for i, e := range ests {
 				e.est.Owd = e.est.Base + q[i] + step*grow
+				e.floors = append(e.floors, timed{t0.Add(d), floor * (q[i] + step*grow)})
 			}
 			if o.decide(t0.Add(d), ests, override, nil, model.TCP{}).signal {
 				at = append(at, d)
@@ -269,6 +289,27 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 	signals(o, ests, "auto", 8600*time.Millisecond, 8700*time.Millisecond, 0, 90e3, 90e3, 90e3, 90e3)
 	if at := signals(o, ests, "auto", 9*time.Second, 12*time.Second, -100, 80e3, 80e3, 80e3, 80e3); at != nil {
 		t.Fatalf("queues of 80 ms shrinking were signalled at %v", at)
+	}
+	// Slow start's bursts: as deep, but each drains before the next (its first packets
+	// meet no queue).
+	floor = 0
+	if at := signals(newOptimizer(len(caps), t0), ests, "auto", 13*time.Second, 16*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
+		t.Fatalf("queues that drain every round trip were signalled at %v", at)
+	}
+	floor = 1
+	// ACKs returning over a 100 ms path make the round trip 128 ms: 30 ms is no signal.
+	slowACKs := newOptimizer(len(caps), t0)
+	slowACKs.ackBase = 100e3
+	if at := signals(slowACKs, ests, "auto", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
+		t.Fatalf("queues of 30 ms against a 128 ms round trip were signalled at %v", at)
+	}
+	// K1's pipe holds 9 packets: half its round trip (45 ms) and four packets (40 ms).
+	k1 := known([]float64{0.2e6, 1e6}, []float64{45e3, 45e3}, 1.2e6)
+	if at := signals(newOptimizer(2, t0), k1, "auto", 0, 3*time.Second, 10, 60e3, 60e3); at != nil {
+		t.Fatalf("K1's queues growing from 60 ms were signalled at %v", at)
+	}
+	if at := signals(newOptimizer(2, t0), k1, "auto", 0, 900*time.Millisecond, 10, 90e3, 90e3); len(at) != 1 {
+		t.Fatalf("K1's queues growing from 90 ms: signals at %v, want one", at)
 	}
 	fixed := newOptimizer(len(caps), t0)
 	if at := signals(fixed, ests, "wrr", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {

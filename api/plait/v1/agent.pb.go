@@ -1028,21 +1028,25 @@ func (x *StatsRequest) GetIntervalMs() uint32 {
 // Cumulative counters since the tunnel was configured; *_interval fields cover the last
 // sampling interval.
 type PathStats struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Index      uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Up         bool                   `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`
-	Weight     float64                `protobuf:"fixed64,4,opt,name=weight,proto3" json:"weight,omitempty"` // share of packets the split is set to give the path: wrr's normalised
-	TxPackets  uint64                 `protobuf:"varint,10,opt,name=tx_packets,json=txPackets,proto3" json:"tx_packets,omitempty"`
-	TxBytes    uint64                 `protobuf:"varint,11,opt,name=tx_bytes,json=txBytes,proto3" json:"tx_bytes,omitempty"`
-	TxBps      float64                `protobuf:"fixed64,12,opt,name=tx_bps,json=txBps,proto3" json:"tx_bps,omitempty"` // last interval
-	RxPackets  uint64                 `protobuf:"varint,20,opt,name=rx_packets,json=rxPackets,proto3" json:"rx_packets,omitempty"`
-	RxBytes    uint64                 `protobuf:"varint,21,opt,name=rx_bytes,json=rxBytes,proto3" json:"rx_bytes,omitempty"`
-	RxBps      float64                `protobuf:"fixed64,22,opt,name=rx_bps,json=rxBps,proto3" json:"rx_bps,omitempty"` // delivery rate, last interval
-	Lost       uint64                 `protobuf:"varint,23,opt,name=lost,proto3" json:"lost,omitempty"`                 // path_seq never seen (intra-path gaps)
-	Late       uint64                 `protobuf:"varint,24,opt,name=late,proto3" json:"late,omitempty"`                 // arrived behind a higher path_seq of the same path
-	Probes     uint64                 `protobuf:"varint,25,opt,name=probes,proto3" json:"probes,omitempty"`
-	Duplicates uint64                 `protobuf:"varint,26,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Index       uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Up          bool                   `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`
+	Weight      float64                `protobuf:"fixed64,4,opt,name=weight,proto3" json:"weight,omitempty"` // share of packets the split is set to give the path: wrr's normalised
+	TxPackets   uint64                 `protobuf:"varint,10,opt,name=tx_packets,json=txPackets,proto3" json:"tx_packets,omitempty"`
+	TxBytes     uint64                 `protobuf:"varint,11,opt,name=tx_bytes,json=txBytes,proto3" json:"tx_bytes,omitempty"`
+	TxBps       float64                `protobuf:"fixed64,12,opt,name=tx_bps,json=txBps,proto3" json:"tx_bps,omitempty"`                    // last interval
+	NextPathSeq uint32                 `protobuf:"varint,13,opt,name=next_path_seq,json=nextPathSeq,proto3" json:"next_path_seq,omitempty"` // the path_seq the sender gives the path's next packet
+	RxPackets   uint64                 `protobuf:"varint,20,opt,name=rx_packets,json=rxPackets,proto3" json:"rx_packets,omitempty"`
+	RxBytes     uint64                 `protobuf:"varint,21,opt,name=rx_bytes,json=rxBytes,proto3" json:"rx_bytes,omitempty"`
+	RxBps       float64                `protobuf:"fixed64,22,opt,name=rx_bps,json=rxBps,proto3" json:"rx_bps,omitempty"` // delivery rate, last interval
+	Lost        uint64                 `protobuf:"varint,23,opt,name=lost,proto3" json:"lost,omitempty"`                 // path_seq never seen (intra-path gaps)
+	Late        uint64                 `protobuf:"varint,24,opt,name=late,proto3" json:"late,omitempty"`                 // arrived behind a higher path_seq of the same path
+	Probes      uint64                 `protobuf:"varint,25,opt,name=probes,proto3" json:"probes,omitempty"`
+	Duplicates  uint64                 `protobuf:"varint,26,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	// Highest path_seq received (valid once rx_packets > 0): with the sender's next_path_seq
+	// it says how many of the path's packets are on their way.
+	MaxPathSeq uint32 `protobuf:"varint,27,opt,name=max_path_seq,json=maxPathSeq,proto3" json:"max_path_seq,omitempty"`
 	// One-way delay (receiver clock minus sender clock, ns offset cancels between paths).
 	OwdMinUs          float64 `protobuf:"fixed64,30,opt,name=owd_min_us,json=owdMinUs,proto3" json:"owd_min_us,omitempty"`                // last interval
 	OwdMeanUs         float64 `protobuf:"fixed64,31,opt,name=owd_mean_us,json=owdMeanUs,proto3" json:"owd_mean_us,omitempty"`             // last interval
@@ -1138,6 +1142,13 @@ func (x *PathStats) GetTxBps() float64 {
 	return 0
 }
 
+func (x *PathStats) GetNextPathSeq() uint32 {
+	if x != nil {
+		return x.NextPathSeq
+	}
+	return 0
+}
+
 func (x *PathStats) GetRxPackets() uint64 {
 	if x != nil {
 		return x.RxPackets
@@ -1183,6 +1194,13 @@ func (x *PathStats) GetProbes() uint64 {
 func (x *PathStats) GetDuplicates() uint64 {
 	if x != nil {
 		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *PathStats) GetMaxPathSeq() uint32 {
+	if x != nil {
+		return x.MaxPathSeq
 	}
 	return 0
 }
@@ -1386,7 +1404,7 @@ func (x *ReorderStats) GetUnknownExtent() uint64 {
 type TunnelStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
-	TimeUnixNano  int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	TimeUnixNano  int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"` // when the datapath's counters were read
 	IntervalS     float64                `protobuf:"fixed64,3,opt,name=interval_s,json=intervalS,proto3" json:"interval_s,omitempty"`
 	Paths         []*PathStats           `protobuf:"bytes,4,rep,name=paths,proto3" json:"paths,omitempty"`
 	Reorder       *ReorderStats          `protobuf:"bytes,5,opt,name=reorder,proto3" json:"reorder,omitempty"`
@@ -1594,7 +1612,7 @@ const file_agent_proto_rawDesc = "" +
 	"\fStatsRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\rR\n" +
-	"intervalMs\"\xcb\x05\n" +
+	"intervalMs\"\x91\x06\n" +
 	"\tPathStats\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
@@ -1604,7 +1622,8 @@ const file_agent_proto_rawDesc = "" +
 	"tx_packets\x18\n" +
 	" \x01(\x04R\ttxPackets\x12\x19\n" +
 	"\btx_bytes\x18\v \x01(\x04R\atxBytes\x12\x15\n" +
-	"\x06tx_bps\x18\f \x01(\x01R\x05txBps\x12\x1d\n" +
+	"\x06tx_bps\x18\f \x01(\x01R\x05txBps\x12\"\n" +
+	"\rnext_path_seq\x18\r \x01(\rR\vnextPathSeq\x12\x1d\n" +
 	"\n" +
 	"rx_packets\x18\x14 \x01(\x04R\trxPackets\x12\x19\n" +
 	"\brx_bytes\x18\x15 \x01(\x04R\arxBytes\x12\x15\n" +
@@ -1614,7 +1633,9 @@ const file_agent_proto_rawDesc = "" +
 	"\x06probes\x18\x19 \x01(\x04R\x06probes\x12\x1e\n" +
 	"\n" +
 	"duplicates\x18\x1a \x01(\x04R\n" +
-	"duplicates\x12\x1c\n" +
+	"duplicates\x12 \n" +
+	"\fmax_path_seq\x18\x1b \x01(\rR\n" +
+	"maxPathSeq\x12\x1c\n" +
 	"\n" +
 	"owd_min_us\x18\x1e \x01(\x01R\bowdMinUs\x12\x1e\n" +
 	"\vowd_mean_us\x18\x1f \x01(\x01R\towdMeanUs\x12&\n" +
