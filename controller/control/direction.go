@@ -195,10 +195,15 @@ func (d *direction) inFlight(i int) float64 {
 	}
 	tx, rx := d.tx.Paths[i], d.rx.Paths[i]
 	size := float64(tx.TxBytes) / float64(tx.TxPackets)
-	// Sequence numbers wrap at 2^32; the difference of two recent ones does not.
+	// Sequence numbers wrap at 2^32; the difference of two recent ones does not. A
+	// million packets apart, the two ends count different lives of the path (an agent
+	// that restarted without its pins).
+	n := int32(tx.NextPathSeq - rx.MaxPathSeq - 1)
+	if n > 1<<20 || n < -1<<20 {
+		return math.NaN()
+	}
 	dt := float64(d.rx.TimeUnixNano-d.tx.TimeUnixNano) / 1e9
-	pkts := float64(int32(tx.NextPathSeq-rx.MaxPathSeq-1)) + tx.TxBps/8/size*dt
-	return max(0, pkts) * size
+	return max(0, float64(n)+tx.TxBps/8/size*dt) * size
 }
 
 // decide runs the optimiser for the next interval.

@@ -21,6 +21,10 @@ func TestInFlight(t *testing.T) {
 	if got, want := d.inFlight(0), 16*1500.0; math.Abs(got-want) > 1e-6 {
 		t.Fatalf("in flight %.0f bytes, want %.0f", got, want)
 	}
+	d.rx.Paths[0].MaxPathSeq = 1 << 30
+	if got := d.inFlight(0); !math.IsNaN(got) {
+		t.Fatalf("in flight %.0f bytes between counters 2^30 apart, want NaN", got)
+	}
 	d.rx.Paths[0].RxPackets = 0
 	if got := d.inFlight(0); !math.IsNaN(got) {
 		t.Fatalf("in flight %.0f bytes before the receiver saw the path, want NaN", got)
