@@ -241,8 +241,9 @@ func (d *direction) view() *pb.Direction {
 	shares := d.current.shares()
 	for i, name := range d.paths {
 		e := d.ests[i].est
+		_, queue, _ := e.arrival()
 		pv := &pb.PathView{
-			Name: name, Up: e.Alive, CapacityBps: e.Capacity, OwdUs: e.Base, QueueUs: e.Queue,
+			Name: name, Up: e.Alive, CapacityBps: e.Capacity, OwdUs: e.Base, QueueUs: queue,
 			Loss: e.Loss, Late: e.Late,
 		}
 		if !e.CapacityKnown {

@@ -379,7 +379,7 @@ type PathView struct {
 	Up            bool                   `protobuf:"varint,2,opt,name=up,proto3" json:"up,omitempty"`
 	CapacityBps   float64                `protobuf:"fixed64,3,opt,name=capacity_bps,json=capacityBps,proto3" json:"capacity_bps,omitempty"` // estimated
 	OwdUs         float64                `protobuf:"fixed64,4,opt,name=owd_us,json=owdUs,proto3" json:"owd_us,omitempty"`                   // base one-way delay (only differences between paths are exact across hosts)
-	QueueUs       float64                `protobuf:"fixed64,5,opt,name=queue_us,json=queueUs,proto3" json:"queue_us,omitempty"`             // queueing delay now
+	QueueUs       float64                `protobuf:"fixed64,5,opt,name=queue_us,json=queueUs,proto3" json:"queue_us,omitempty"`             // queue a packet sent now meets (from what is in flight, else as arrivals measured it)
 	Loss          float64                `protobuf:"fixed64,6,opt,name=loss,proto3" json:"loss,omitempty"`                                  // fraction of packets lost, last interval
 	Late          float64                `protobuf:"fixed64,7,opt,name=late,proto3" json:"late,omitempty"`                                  // fraction of the path's packets that arrived behind its own later ones
 	Weight        float64                `protobuf:"fixed64,8,opt,name=weight,proto3" json:"weight,omitempty"`                              // share of the tunnel's packets the split gives this path
