@@ -66,9 +66,10 @@ const (
 	// of S1-4 predicts a third of the goodput, and the model dropped the best path.
 	lossFloor = 0.001
 	// Early congestion signal (see congested): when the paths carrying a bulk flow hold
-	// a growing standing queue of signalFrac of the flow's base round trip (mean by
-	// share), the sender gives the flow one early loss (or CE mark), at most every
-	// signalHold and every signalRTTs round trips.
+	// a growing queue ahead of signalFrac of the flow's base round trip (mean by share),
+	// and it has stood through a round trip (at least standMin), the sender gives the
+	// flow one early loss (or CE mark), at most every signalHold and every signalRTTs
+	// round trips.
 	signalFrac = 0.5
 	signalMin  = 5e3 // µs
 	// The queue also holds signalSlack packets beyond that: a window's cut lands on whole
@@ -76,9 +77,9 @@ const (
 	// from half a round trip of queue left the window at the pipe (0.94 of the ideal link;
 	// 0.97 with the slack).
 	signalSlack = 4
-	signalHold = time.Second
-	signalRTTs = 4
-	standMin   = 100 * time.Millisecond // two agent reports: a round trip shorter holds one or none
+	signalHold  = time.Second
+	signalRTTs  = 4
+	standMin    = 100 * time.Millisecond // two agent reports: a round trip shorter holds one or none
 )
 
 // target is what the optimiser wants the sending agent to hold.
@@ -474,9 +475,9 @@ func balance(ests []*pathEstimator, w []float64) []float64 {
 // capacity overflows all of them at once: measured on S1-4, such tail drops across four
 // paths cost cubic three or four window reductions in a row (1177 packets down to 288)
 // or a timeout and seconds at a few Mbit/s, where the ideal link's single queue costs
-// one. When the paths hold a standing queue of half a base round trip on average
-// (weighted by share: a share error of 2 % leaves one path nearly empty while the rest
-// fill), the flow has more in flight than the paths carry, so one early signal costs
+// one. When the paths hold a standing queue, and queue ahead of half a base round trip
+// on average (weighted by share: a share error of 2 % leaves one path nearly empty while
+// the rest fill), the flow has more in flight than the paths carry, so one early signal costs
 // little goodput: the window shrinks by cubic's 30 % and the queues absorb most of that.
 // A queue that is already shrinking needs no signal: the flow is backing off (on A1 a
 // second signal while slow start's overshoot drained cut the window to 59 packets, and
