@@ -140,9 +140,10 @@ func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.T
 		return out
 	}
 	last := h.at(h.len() - 1)
+	now := monoNow()
 	// The time the counters were read, not the report's: the controller sets one end's
 	// sequence numbers against the other's (in flight).
-	out.TimeUnixNano -= int64(monoNow() - last.mono)
+	out.TimeUnixNano -= int64(now - last.mono)
 	first := 0
 	for i := h.len() - 1; i >= 0; i-- {
 		if last.mono-h.at(i).mono >= uint64(window) {
@@ -153,7 +154,6 @@ func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.T
 	f := h.at(first)
 	dt := float64(last.mono-f.mono) / 1e9
 	out.IntervalS = dt
-	now := monoNow()
 	var lost uint64
 	for i := range t.statPaths(&last.rx, len(paths)) {
 		v := pathView{name: fmt.Sprintf("path%d", i), up: true}

@@ -56,6 +56,7 @@ const (
 	minOnlyWin     = 10 * time.Second       // base from minimum OWD: must outlast queues
 	stepConfirm    = time.Second            // a shift of the minimum held this long is a new base
 	minBusyQueueUs = 1500
+	frameBits      = 1514 * 8        // a full-sized frame, what a bulk flow's packets are
 	dispKeep       = 12              // recent dispersion estimates kept for a median ...
 	dispAge        = 2 * time.Second // ... for at most this long ...
 	dispMin        = 3               // ... unless fewer remain
@@ -224,7 +225,7 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	// more than the estimate over a long enough stretch has at least that.
 	serial := 0.0
 	if est.Capacity > 0 {
-		serial = 1514 * 8 / est.Capacity * 1e6
+		serial = frameBits / est.Capacity * 1e6
 	}
 	// Busy means a standing queue throughout the report: even its quickest packet queued.
 	// A mean queue is not enough: slow start's bursts fill a queue and let it drain

@@ -515,7 +515,7 @@ func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64)
 	}
 	rising := queue > o.lastQueue
 	o.lastQueue = queue
-	if queue < max(signalMin, signalFrac*rtt+signalSlack*1514*8/rate*1e6) || !rising {
+	if queue < max(signalMin, signalFrac*rtt+signalSlack*frameBits/rate*1e6) || !rising {
 		return false
 	}
 	// The queue ahead is predicted from what is in flight, and in slow start that swells
