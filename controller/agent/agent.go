@@ -117,16 +117,22 @@ func cmpOr(a, b string) string {
 // Close releases the agent's handles. The datapath keeps running from its pins.
 func (a *Agent) Close() error { return a.dp.Close() }
 
-// Run samples the datapath, probes idle paths and resolves pending next hops until ctx
+// Run samples the datapath, probes idle paths, steps the signal triggers and resolves
+// pending next hops until ctx
 // ends. It must run on a thread in the agent's network namespace (the daemon's only one).
 func (a *Agent) Run(ctx context.Context) {
 	tick := time.NewTicker(a.opts.sampleInterval)
 	defer tick.Stop()
+	trig := time.NewTicker(triggerEvery)
+	defer trig.Stop()
+	triggers := map[uint32]*trigger{}
 	lastResolve := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-trig.C:
+			a.stepTriggers(triggers)
 		case <-tick.C:
 			a.stats.sample()
 			if time.Since(lastResolve) >= resolveEvery {
@@ -500,12 +506,29 @@ func (a *Agent) SetPathState(_ context.Context, req *pb.SetPathStateRequest) (*p
 // Signal asks for one congestion signal more than the sender has given, so requests that
 // come while one is pending, or from a restarted agent, ask for no more than one.
 func (a *Agent) Signal(_ context.Context, req *pb.TunnelRef) (*pb.Tunnel, error) {
-	return a.update(req.Id, func(t *tunnel) error {
-		c, err := a.dp.ReadSender(t.slot)
-		if err != nil {
-			return status.Errorf(codes.Internal, "%v", err)
+	return a.update(req.Id, a.askSignal)
+}
+
+func (a *Agent) askSignal(t *tunnel) error {
+	c, err := a.dp.ReadSender(t.slot)
+	if err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
+	}
+	t.signal = c.Signaled + 1
+	return nil
+}
+
+// SetSignalTrigger sets or clears the tunnel's SignalTrigger.
+func (a *Agent) SetSignalTrigger(_ context.Context, req *pb.SetSignalTriggerRequest) (*pb.Tunnel, error) {
+	return a.update(req.TunnelId, func(t *tunnel) error {
+		if err := checkTrigger(req.Trigger); err != nil {
+			return err
 		}
-		t.signal = c.Signaled + 1
+		t.cfg.SignalTrigger = proto.Clone(req.Trigger).(*pb.SignalTrigger)
+		if req.Trigger.GetRateBps() == 0 {
+			t.cfg.SignalTrigger = nil
+		}
+		a.opts.log.Info("signal trigger", "tunnel", t.cfg.Id, "trigger", t.cfg.SignalTrigger)
 		return nil
 	})
 }

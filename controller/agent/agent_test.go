@@ -547,3 +547,63 @@ func TestProbesCarryTelemetry(t *testing.T) {
 		}
 	}
 }
+
+// A signal trigger gives one signal when a flow that starts after an idle spell sends
+// faster than the trigger's rate for long enough to build a standing queue, and none to
+// a flow below it; bad triggers are refused and change nothing.
+func TestSignalTrigger(t *testing.T) {
+	p := newPair(t, 3)
+	p.configure(t, 1, 1, 1)
+	ctx := context.Background()
+	set := func(g *pb.SignalTrigger) error {
+		_, err := run(t, p.h1, func() (*pb.Tunnel, error) {
+			return p.a1.SetSignalTrigger(ctx, &pb.SetSignalTriggerRequest{TunnelId: 7, Trigger: g})
+		})
+		return err
+	}
+	good := &pb.SignalTrigger{RateBps: 50e6, QueueUs: 20e3, StandingUs: 50e3, WindowMs: 3000}
+	for name, g := range map[string]*pb.SignalTrigger{
+		"NaN rate":      {RateBps: nanf(), QueueUs: 20e3, WindowMs: 3000},
+		"tiny rate":     {RateBps: 100, QueueUs: 20e3, WindowMs: 3000},
+		"no queue":      {RateBps: 50e6, WindowMs: 3000},
+		"no window":     {RateBps: 50e6, QueueUs: 20e3},
+		"long standing": {RateBps: 50e6, QueueUs: 20e3, StandingUs: 5e6, WindowMs: 3000},
+	} {
+		if err := set(g); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "signal trigger") {
+			t.Errorf("%s: got %v, want InvalidArgument naming the signal trigger", name, err)
+		}
+	}
+	l, _ := run(t, p.h1, func() (*pb.ListTunnelsResponse, error) { return p.a1.ListTunnels(ctx, &pb.Empty{}) })
+	if g := l.Tunnels[0].Config.SignalTrigger; g != nil {
+		t.Fatalf("refused triggers left %v", g)
+	}
+	if err := set(good); err != nil {
+		t.Fatal(err)
+	}
+	given := func() uint32 {
+		st := stats(t, p.h1, p.a1, time.Second)
+		if st.Triggered != st.Signals {
+			t.Errorf("%d signals given, %d of them triggered; want all triggered", st.Signals, st.Triggered)
+		}
+		return st.Triggered
+	}
+	p.h2.Start("iperf3", "-s")
+	time.Sleep(time.Second) // an idle spell arms the trigger
+	p.h1.Run("iperf3", "-c", "10.99.0.2", "-t", "1", "-b", "10M")
+	if n := given(); n != 0 {
+		t.Fatalf("%d signals to a flow at a fifth of the trigger's rate; want none", n)
+	}
+	time.Sleep(time.Second)
+	p.h1.Run("iperf3", "-c", "10.99.0.2", "-t", "2")
+	if n := given(); n != 1 {
+		t.Fatalf("%d signals to a flow well above the trigger's rate; want one, once it had a standing queue", n)
+	}
+	if err := set(&pb.SignalTrigger{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	p.h1.Run("iperf3", "-c", "10.99.0.2", "-t", "1")
+	if n := given(); n != 1 {
+		t.Fatalf("%d signals after the trigger was cleared; want still 1", n)
+	}
+}

@@ -45,6 +45,9 @@ func (s server) SetPathState(ctx context.Context, r *pb.SetPathStateRequest) (*p
 func (s server) Signal(ctx context.Context, r *pb.TunnelRef) (*pb.Tunnel, error) {
 	return s.a.Signal(ctx, r)
 }
+func (s server) SetSignalTrigger(ctx context.Context, r *pb.SetSignalTriggerRequest) (*pb.Tunnel, error) {
+	return s.a.SetSignalTrigger(ctx, r)
+}
 func (s server) SetPathEstimates(ctx context.Context, r *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
 	return s.a.SetPathEstimates(ctx, r)
 }

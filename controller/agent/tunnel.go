@@ -18,15 +18,16 @@ import (
 
 // tunnel is a configured tunnel with everything resolved that the datapath needs.
 type tunnel struct {
-	cfg    *pb.TunnelConfig // with defaults filled in; weights and mode track changes
-	slot   uint32
-	addr   netip.Prefix // local tunnel address
-	peer   netip.Addr   // the other end's tunnel address, for compact packets
-	remote netip.Prefix // striped destinations
-	mtu    int
-	paths  []*path
-	gen    uint64
-	signal uint32 // congestion signals asked for (datapath.Tunnel.Signal)
+	cfg       *pb.TunnelConfig // with defaults filled in; weights and mode track changes
+	slot      uint32
+	addr      netip.Prefix // local tunnel address
+	peer      netip.Addr   // the other end's tunnel address, for compact packets
+	remote    netip.Prefix // striped destinations
+	mtu       int
+	paths     []*path
+	gen       uint64
+	signal    uint32 // congestion signals asked for (datapath.Tunnel.Signal)
+	triggered uint32 // of those, by the SignalTrigger
 	// rxIfindex is the interface a receive-only tunnel listens on (0 otherwise).
 	rxIfindex int
 }
@@ -91,7 +92,16 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	if _, ok := pb.Encap_name[int32(cfg.Encap)]; !ok {
 		return nil, invalid("unknown encapsulation %d: use udp or ip", cfg.Encap)
 	}
+	if err := checkTrigger(cfg.SignalTrigger); err != nil {
+		return nil, err
+	}
+	if cfg.SignalTrigger.GetRateBps() == 0 {
+		cfg.SignalTrigger = nil
+	}
 	if cfg.ReceiveOnly {
+		if cfg.SignalTrigger != nil {
+			return nil, invalid("signal trigger on a receive-only tunnel, which sends nothing: leave it out")
+		}
 		return resolveReceiveOnly(cfg, addr)
 	}
 	if cfg.Mode == pb.Mode_MODE_UNSPECIFIED {
@@ -315,6 +325,23 @@ func checkEstimates(est []*pb.PathEstimate, n int) error {
 		if math.IsNaN(e.DelayUs) || math.IsInf(e.DelayUs, 0) || e.DelayUs < 0 || e.DelayUs > 4e6 {
 			return invalid("estimate %d: delay must be between 0 and 4 s (in µs)", i+1)
 		}
+	}
+	return nil
+}
+
+func checkTrigger(g *pb.SignalTrigger) error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+	switch {
+	case g == nil || g.RateBps == 0:
+		return nil
+	case !finite(g.RateBps) || g.RateBps < 2000:
+		return invalid("signal trigger: rate %v bit/s: give the paths' capacity together (at least 2 kbit/s), or 0 for no trigger", g.RateBps)
+	case !finite(g.QueueUs) || g.QueueUs == 0 || g.QueueUs > 4e6:
+		return invalid("signal trigger: queue %v µs: give more than 0 and at most 4 s", g.QueueUs)
+	case !finite(g.StandingUs) || g.StandingUs > 4e6:
+		return invalid("signal trigger: standing %v µs: give 0 to 4 s", g.StandingUs)
+	case g.WindowMs == 0 || g.WindowMs > 60000:
+		return invalid("signal trigger: window %d ms: give 1 ms to 60 s after a flow's first packet", g.WindowMs)
 	}
 	return nil
 }

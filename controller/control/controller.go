@@ -279,6 +279,15 @@ func (c *Controller) write(ctx context.Context, d *direction, old, want target, 
 			return fmt.Errorf("set ACK path: %w", err)
 		}
 	}
+	if all || !sameTrigger(old.trigger, want.trigger) {
+		g := want.trigger
+		if g == nil {
+			g = &pb.SignalTrigger{}
+		}
+		if _, err := cl.SetSignalTrigger(ctx, &pb.SetSignalTriggerRequest{TunnelId: id, Trigger: g}); err != nil {
+			return fmt.Errorf("set signal trigger: %w", err)
+		}
+	}
 	if want.signal {
 		if _, err := cl.Signal(ctx, &pb.TunnelRef{Id: id}); err != nil {
 			return fmt.Errorf("congestion signal: %w", err)

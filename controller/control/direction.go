@@ -211,6 +211,9 @@ func (d *direction) decide(now time.Time, tcp model.TCP) target {
 	if len(d.ests) == 0 {
 		return target{}
 	}
+	if d.tx != nil && d.split == nil {
+		d.opt.sawTriggered(now, d.tx.Triggered)
+	}
 	return d.opt.decide(now, d.ests, d.override, d.manual, tcp)
 }
 
@@ -225,8 +228,8 @@ func (d *direction) view() *pb.Direction {
 		v.Reason += "; " + d.ackReason
 	}
 	if o := d.opt; o.signals > 0 {
-		v.Reason += fmt.Sprintf("; %d congestion signals, the last %.1f s ago at a mean queue of %.0f ms",
-			o.signals, d.lastUpdate.Sub(o.signalAt).Seconds(), o.signalQ/1e3)
+		v.Reason += fmt.Sprintf("; %d congestion signals (%d from the sender's trigger), the last %.1f s ago at a mean queue of %.0f ms",
+			o.signals, o.byTrigger, d.lastUpdate.Sub(o.signalAt).Seconds(), o.signalQ/1e3)
 	}
 	if d.writeErr != "" {
 		v.Reason = "cannot write the split (" + d.writeErr + "); wanted: " + v.Reason

@@ -29,7 +29,7 @@ var (
 		"rx":       prometheus.NewDesc("plait_path_rx_bps", "Delivery rate of a path, bit/s on the wire.", pathLabels, nil),
 		"goodput":  prometheus.NewDesc("plait_direction_rx_bps", "Delivery rate of a tunnel direction over all paths.", pathLabels[:3], nil),
 		"reorder":  prometheus.NewDesc("plait_direction_reordered_ratio", "Fraction of a direction's packets that arrived reordered.", pathLabels[:3], nil),
-		"signals":  prometheus.NewDesc("plait_direction_congestion_signals_total", "Early congestion signals the controller gave a direction's bulk flow.", pathLabels[:3], nil),
+		"signals":  prometheus.NewDesc("plait_direction_congestion_signals_total", "Early congestion signals a direction's bulk flow was given, by the controller or the sending agent's trigger.", pathLabels[:3], nil),
 		"agent":    prometheus.NewDesc("plait_agent_connected", "1 when the controller is connected to the agent.", []string{"agent"}, nil),
 		"switch":   prometheus.NewDesc("plait_switch_primary", "1 when the controller is primary on the switch and has programmed it.", []string{"switch"}, nil),
 		"program":  prometheus.NewDesc("plait_switch_programmed_total", "Times the switch was (re)programmed.", []string{"switch"}, nil),

@@ -80,6 +80,11 @@ const (
 	signalHold  = time.Second
 	signalRTTs  = 4
 	standMin    = 100 * time.Millisecond // two agent reports: a round trip shorter holds one or none
+	// The sending agent's trigger (pb.SignalTrigger) gives slow start's signal itself,
+	// within triggerRounds round trips (at least triggerMin) of a flow's first packet:
+	// slow start from ten packets passes 40,000 in twelve.
+	triggerRounds = 12
+	triggerMin    = 2 * time.Second
 )
 
 // target is what the optimiser wants the sending agent to hold.
@@ -90,11 +95,12 @@ type target struct {
 	est     []*pb.PathEstimate
 	ackPath string // the path that carries ACK-sized packets; "": they follow the split
 	signal  bool   // give the flow one congestion signal now
+	trigger *pb.SignalTrigger
 }
 
 func (t target) equal(o target) bool {
 	if t.mode != o.mode || !slices.Equal(t.up, o.up) || t.ackPath != o.ackPath || t.signal != o.signal ||
-		len(t.weights) != len(o.weights) || len(t.est) != len(o.est) {
+		len(t.weights) != len(o.weights) || len(t.est) != len(o.est) || !sameTrigger(t.trigger, o.trigger) {
 		return false
 	}
 	for i := range t.weights {
@@ -108,6 +114,15 @@ func (t target) equal(o target) bool {
 		}
 	}
 	return true
+}
+
+// sameTrigger tells triggers apart only by what matters: every rewrite of the agent's
+// configuration flips its datapath's, and the estimates behind them move by a few percent.
+func sameTrigger(a, b *pb.SignalTrigger) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return near(a.RateBps, b.RateBps, 0.1) && near(a.QueueUs, b.QueueUs, 0.1) && near(a.StandingUs, b.StandingUs, 0.1)
 }
 
 func near(a, b, rel float64) bool { return math.Abs(a-b) <= rel*math.Max(math.Abs(a), math.Abs(b)) }
@@ -130,6 +145,10 @@ type optimizer struct {
 	signals   int       // congestion signals given
 	signalQ   float64   // the paths' mean queue at the last one, µs
 	lastQueue float64   // the paths' mean queue at the previous decision, µs
+	trigger   *pb.SignalTrigger
+	triggered uint32 // signals the sender's trigger gave, as last reported (seenTrig)
+	seenTrig  bool
+	byTrigger int // of signals, those the sender's trigger gave
 	// ackBase is the base one-way delay of the path the direction's ACKs return on, µs
 	// (0 until the controller has routed them): with the forward base it makes the flow's
 	// round trip, the clocks' offset cancelling between the two directions.
@@ -179,11 +198,14 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	if mode == model.WRR {
 		t.mode, t.weights = pb.Mode_MODE_WRR, balance(ests, choice)
 		t.signal = o.congested(now, ests, t.weights)
+		o.trigger = o.triggerFor(ests, t.weights)
+		t.trigger = o.trigger
 		return t
 	}
 	o.correct(ests)
 	o.probe(ests)
 	t.mode, t.est = pb.Mode_MODE_EDPF, o.edpfEstimates(ests, o.set)
+	t.trigger = o.trigger // for the bulk flow that may follow
 	return t
 }
 
@@ -492,30 +514,26 @@ func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64)
 	if total <= 0 {
 		return false
 	}
-	var queue, meanBase, rate float64
-	minBase := math.Inf(1)
+	var queue, rate float64
 	for i, e := range ests {
 		share := w[i] / total
 		if share == 0 || !e.est.Alive {
 			continue
 		}
 		_, q, _ := e.est.arrival()
-		if math.IsNaN(e.est.Base) || math.IsNaN(q) {
+		if math.IsNaN(q) {
 			return false
 		}
 		queue += share * q
-		meanBase += share * e.est.Base
-		minBase = min(minBase, e.est.Base)
 		rate += capacity(ests, i)
 	}
-	// µs: data over the split, ACKs back over their path (the fastest, until they have one)
-	rtt := meanBase + minBase
-	if o.ackBase > 0 {
-		rtt = meanBase + o.ackBase
+	rtt := o.flowRTT(ests, w)
+	if math.IsNaN(rtt) {
+		return false
 	}
 	rising := queue > o.lastQueue
 	o.lastQueue = queue
-	if queue < max(signalMin, signalFrac*rtt+signalSlack*frameBits/rate*1e6) || !rising {
+	if queue < signalLevel(rtt, rate) || !rising {
 		return false
 	}
 	// The queue ahead is predicted from what is in flight, and in slow start that swells
@@ -540,6 +558,72 @@ func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64)
 	o.signalAt, o.signalQ = now, queue
 	o.signals++
 	return true
+}
+
+// signalLevel is the queue ahead, µs, at which a flow over a split of rate bit/s and a
+// base round trip of rtt µs gets its early signal.
+func signalLevel(rtt, rate float64) float64 {
+	return max(signalMin, signalFrac*rtt+signalSlack*frameBits/rate*1e6)
+}
+
+// flowRTT is a flow's base round trip over the split w, µs: data by share, ACKs back over
+// their path (the fastest, until they have one), the clocks' offset cancelling between
+// the two directions. NaN while a path in use has no base delay.
+func (o *optimizer) flowRTT(ests []*pathEstimator, w []float64) float64 {
+	var total, meanBase float64
+	minBase := math.Inf(1)
+	for i, e := range ests {
+		if w[i] == 0 || !e.est.Alive {
+			continue
+		}
+		total += w[i]
+		meanBase += w[i] * e.est.Base
+		minBase = min(minBase, e.est.Base)
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	if o.ackBase > 0 {
+		return meanBase/total + o.ackBase
+	}
+	return meanBase/total + minBase
+}
+
+// triggerFor is the sending agent's part of the early signal, for slow start: the
+// controller sees a queue a report and a path delay after it forms, while slow start
+// adds a pipe's worth to it every round trip (A1: 240 ms of queue overflow 250-300 ms
+// after the window passes the pipe, as the signal comes). The agent keeps the queue the
+// flow's bytes build at the split's rate and signals when it reaches the same level and
+// has stood through a round trip (see pb.SignalTrigger). Only with every rate in use
+// measured: a guessed rate would build a queue of its own.
+func (o *optimizer) triggerFor(ests []*pathEstimator, w []float64) *pb.SignalTrigger {
+	var rate float64
+	for i, e := range ests {
+		if w[i] == 0 || !e.est.Alive {
+			continue
+		}
+		if !e.est.CapacityKnown || e.est.Capacity <= 0 {
+			return nil
+		}
+		rate += e.est.Capacity
+	}
+	rtt := o.flowRTT(ests, w)
+	if rate == 0 || math.IsNaN(rtt) {
+		return nil
+	}
+	window := max(triggerMin, time.Duration(triggerRounds*rtt)*time.Microsecond)
+	return &pb.SignalTrigger{RateBps: rate, QueueUs: signalLevel(rtt, rate), StandingUs: rtt, WindowMs: uint32(window.Milliseconds())}
+}
+
+// sawTriggered takes the sender's count of triggered signals: the controller's own
+// signal holds off after one as after its own.
+func (o *optimizer) sawTriggered(now time.Time, n uint32) {
+	if o.seenTrig && n > o.triggered {
+		o.signals += int(n - o.triggered)
+		o.byTrigger += int(n - o.triggered)
+		o.signalAt, o.signalQ = now, o.lastQueue
+	}
+	o.triggered, o.seenTrig = n, true
 }
 
 func (o *optimizer) wrrWeights(ests []*pathEstimator, manual []float64) []float64 {

@@ -316,3 +316,48 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 		t.Fatalf("operator's wrr was signalled at %v", at)
 	}
 }
+
+// The sending agent's trigger gets the split's measured rate and the signal's level of
+// queue, standing through the flow's round trip, for the start of a flow; none where a
+// rate in use is a guess or under an operator's split. A signal it gave holds off the
+// controller's own.
+func TestOptimizerSignalTrigger(t *testing.T) {
+	caps := []float64{35.9e6, 18.4e6, 33.3e6, 14.7e6}
+	ests := known(caps, []float64{20e3, 35e3, 25e3, 45e3}, 102e6)
+	o := newOptimizer(len(caps), t0)
+	o.ackBase = 20e3
+	g := o.decide(t0, ests, "auto", nil, model.TCP{}).trigger
+	rtt := 28.1e3 + 20e3 // by share one way, ACKs back
+	if g == nil || g.RateBps != 102.3e6 || math.Abs(g.StandingUs-rtt) > 200 ||
+		math.Abs(g.QueueUs-signalLevel(g.StandingUs, 102.3e6)) > 1 || g.WindowMs != 2000 {
+		t.Fatalf("trigger %v, want rate 102.3 Mbit/s, standing %.0f µs, queue %.0f µs, window 2 s", g, rtt, signalLevel(rtt, 102.3e6))
+	}
+	if g := o.decide(t0, ests, "wrr", nil, model.TCP{}).trigger; g != nil {
+		t.Fatalf("operator's wrr got trigger %v", g)
+	}
+	guessed := known(caps, []float64{20e3, 35e3, 25e3, 45e3}, 102e6)
+	guessed[2].est.CapacityKnown = false
+	if g := newOptimizer(len(caps), t0).decide(t0, guessed, "auto", nil, model.TCP{}).trigger; g != nil {
+		t.Fatalf("a guessed rate in use got trigger %v", g)
+	}
+
+	// A growing standing queue of 30 ms on every path (above the level of 28 ms) gets the
+	// controller's signal, but not within the hold of one the trigger gave.
+	o = newOptimizer(len(caps), t0)
+	o.ackBase = 20e3
+	var at []time.Duration
+	o.sawTriggered(t0.Add(-100*time.Millisecond), 3) // the sender's count when first heard
+	for d := time.Duration(0); d < 1500*time.Millisecond; d += 100 * time.Millisecond {
+		o.sawTriggered(t0.Add(d), 4)
+		for _, e := range ests {
+			e.est.Owd = e.est.Base + 30e3 + float64(d/time.Millisecond)
+			e.floors = append(e.floors, timed{t0.Add(d), 30e3})
+		}
+		if o.decide(t0.Add(d), ests, "auto", nil, model.TCP{}).signal {
+			at = append(at, d)
+		}
+	}
+	if want := []time.Duration{time.Second}; !slices.Equal(at, want) || o.signals != 2 {
+		t.Fatalf("signals at %v (%d counted), want the controller's at %v, a second after the trigger's, and 2 counted", at, o.signals, want)
+	}
+}

@@ -259,8 +259,9 @@ type TunnelConfig struct {
 	// headers only), whatever the mode: a flow striped the other way over paths of
 	// different delays then sees a round trip long enough to cover their skew, and no
 	// ACK tells of fast-path data early (see the controller's ackPath).
-	AckPath       string `protobuf:"bytes,12,opt,name=ack_path,json=ackPath,proto3" json:"ack_path,omitempty"`
-	Encap         Encap  `protobuf:"varint,13,opt,name=encap,proto3,enum=plait.v1.Encap" json:"encap,omitempty"`
+	AckPath       string         `protobuf:"bytes,12,opt,name=ack_path,json=ackPath,proto3" json:"ack_path,omitempty"`
+	Encap         Encap          `protobuf:"varint,13,opt,name=encap,proto3,enum=plait.v1.Encap" json:"encap,omitempty"`
+	SignalTrigger *SignalTrigger `protobuf:"bytes,14,opt,name=signal_trigger,json=signalTrigger,proto3" json:"signal_trigger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -386,6 +387,93 @@ func (x *TunnelConfig) GetEncap() Encap {
 	return Encap_ENCAP_UDP
 }
 
+func (x *TunnelConfig) GetSignalTrigger() *SignalTrigger {
+	if x != nil {
+		return x.SignalTrigger
+	}
+	return nil
+}
+
+// SignalTrigger lets the sending agent give a flow's slow start its congestion signal
+// itself, within milliseconds of the queue showing, where a controller reading reports
+// is a path delay and a round trip late: slow start doubles the window every round trip,
+// and that delay is the difference between a cut the queues absorb and an overflow.
+// The agent keeps the queue the tunnel's bytes build on paths that carry rate_bps
+// together (what was sent beyond that rate, drained at it), and asks for one Signal
+// when that queue has reached queue_us and has not emptied for standing_us. A window
+// below the paths' bandwidth-delay product lets its bursts drain within the round trip;
+// a queue that stands through one means the window has outgrown them. The trigger is
+// armed by an idle spell (500 ms without a packet, when TCP's window restarts too),
+// fires once, and disarms window_ms after the first packet that follows: in congestion
+// avoidance the rate estimate's error, not the flow, would build its queue.
+type SignalTrigger struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RateBps       float64                `protobuf:"fixed64,1,opt,name=rate_bps,json=rateBps,proto3" json:"rate_bps,omitempty"` // the paths in use together; 0: no trigger
+	QueueUs       float64                `protobuf:"fixed64,2,opt,name=queue_us,json=queueUs,proto3" json:"queue_us,omitempty"`
+	StandingUs    float64                `protobuf:"fixed64,3,opt,name=standing_us,json=standingUs,proto3" json:"standing_us,omitempty"`
+	WindowMs      uint32                 `protobuf:"varint,4,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalTrigger) Reset() {
+	*x = SignalTrigger{}
+	mi := &file_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalTrigger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalTrigger) ProtoMessage() {}
+
+func (x *SignalTrigger) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalTrigger.ProtoReflect.Descriptor instead.
+func (*SignalTrigger) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SignalTrigger) GetRateBps() float64 {
+	if x != nil {
+		return x.RateBps
+	}
+	return 0
+}
+
+func (x *SignalTrigger) GetQueueUs() float64 {
+	if x != nil {
+		return x.QueueUs
+	}
+	return 0
+}
+
+func (x *SignalTrigger) GetStandingUs() float64 {
+	if x != nil {
+		return x.StandingUs
+	}
+	return 0
+}
+
+func (x *SignalTrigger) GetWindowMs() uint32 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
 type PathEstimate struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RateBps       float64                `protobuf:"fixed64,1,opt,name=rate_bps,json=rateBps,proto3" json:"rate_bps,omitempty"` // capacity the scheduler may use on this path
@@ -396,7 +484,7 @@ type PathEstimate struct {
 
 func (x *PathEstimate) Reset() {
 	*x = PathEstimate{}
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +496,7 @@ func (x *PathEstimate) String() string {
 func (*PathEstimate) ProtoMessage() {}
 
 func (x *PathEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +509,7 @@ func (x *PathEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathEstimate.ProtoReflect.Descriptor instead.
 func (*PathEstimate) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{3}
+	return file_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PathEstimate) GetRateBps() float64 {
@@ -457,7 +545,7 @@ type PathState struct {
 
 func (x *PathState) Reset() {
 	*x = PathState{}
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +557,7 @@ func (x *PathState) String() string {
 func (*PathState) ProtoMessage() {}
 
 func (x *PathState) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +570,7 @@ func (x *PathState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathState.ProtoReflect.Descriptor instead.
 func (*PathState) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{4}
+	return file_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PathState) GetIndex() uint32 {
@@ -560,7 +648,7 @@ type Tunnel struct {
 
 func (x *Tunnel) Reset() {
 	*x = Tunnel{}
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +660,7 @@ func (x *Tunnel) String() string {
 func (*Tunnel) ProtoMessage() {}
 
 func (x *Tunnel) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +673,7 @@ func (x *Tunnel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tunnel.ProtoReflect.Descriptor instead.
 func (*Tunnel) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Tunnel) GetConfig() *TunnelConfig {
@@ -625,7 +713,7 @@ type TunnelRef struct {
 
 func (x *TunnelRef) Reset() {
 	*x = TunnelRef{}
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +725,7 @@ func (x *TunnelRef) String() string {
 func (*TunnelRef) ProtoMessage() {}
 
 func (x *TunnelRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +738,7 @@ func (x *TunnelRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelRef.ProtoReflect.Descriptor instead.
 func (*TunnelRef) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TunnelRef) GetId() uint32 {
@@ -669,7 +757,7 @@ type ListTunnelsResponse struct {
 
 func (x *ListTunnelsResponse) Reset() {
 	*x = ListTunnelsResponse{}
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +769,7 @@ func (x *ListTunnelsResponse) String() string {
 func (*ListTunnelsResponse) ProtoMessage() {}
 
 func (x *ListTunnelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +782,7 @@ func (x *ListTunnelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTunnelsResponse.ProtoReflect.Descriptor instead.
 func (*ListTunnelsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListTunnelsResponse) GetTunnels() []*Tunnel {
@@ -714,7 +802,7 @@ type SetWeightsRequest struct {
 
 func (x *SetWeightsRequest) Reset() {
 	*x = SetWeightsRequest{}
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +814,7 @@ func (x *SetWeightsRequest) String() string {
 func (*SetWeightsRequest) ProtoMessage() {}
 
 func (x *SetWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +827,7 @@ func (x *SetWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightsRequest.ProtoReflect.Descriptor instead.
 func (*SetWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetWeightsRequest) GetTunnelId() uint32 {
@@ -766,7 +854,7 @@ type SetModeRequest struct {
 
 func (x *SetModeRequest) Reset() {
 	*x = SetModeRequest{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +866,7 @@ func (x *SetModeRequest) String() string {
 func (*SetModeRequest) ProtoMessage() {}
 
 func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +879,7 @@ func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeRequest.ProtoReflect.Descriptor instead.
 func (*SetModeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetModeRequest) GetTunnelId() uint32 {
@@ -818,7 +906,7 @@ type SetAckPathRequest struct {
 
 func (x *SetAckPathRequest) Reset() {
 	*x = SetAckPathRequest{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +918,7 @@ func (x *SetAckPathRequest) String() string {
 func (*SetAckPathRequest) ProtoMessage() {}
 
 func (x *SetAckPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +931,7 @@ func (x *SetAckPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAckPathRequest.ProtoReflect.Descriptor instead.
 func (*SetAckPathRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetAckPathRequest) GetTunnelId() uint32 {
@@ -871,7 +959,7 @@ type SetPathStateRequest struct {
 
 func (x *SetPathStateRequest) Reset() {
 	*x = SetPathStateRequest{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +971,7 @@ func (x *SetPathStateRequest) String() string {
 func (*SetPathStateRequest) ProtoMessage() {}
 
 func (x *SetPathStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +984,7 @@ func (x *SetPathStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathStateRequest.ProtoReflect.Descriptor instead.
 func (*SetPathStateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetPathStateRequest) GetTunnelId() uint32 {
@@ -920,6 +1008,58 @@ func (x *SetPathStateRequest) GetUp() bool {
 	return false
 }
 
+type SetSignalTriggerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
+	Trigger       *SignalTrigger         `protobuf:"bytes,2,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSignalTriggerRequest) Reset() {
+	*x = SetSignalTriggerRequest{}
+	mi := &file_agent_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSignalTriggerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSignalTriggerRequest) ProtoMessage() {}
+
+func (x *SetSignalTriggerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSignalTriggerRequest.ProtoReflect.Descriptor instead.
+func (*SetSignalTriggerRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetSignalTriggerRequest) GetTunnelId() uint32 {
+	if x != nil {
+		return x.TunnelId
+	}
+	return 0
+}
+
+func (x *SetSignalTriggerRequest) GetTrigger() *SignalTrigger {
+	if x != nil {
+		return x.Trigger
+	}
+	return nil
+}
+
 type SetPathEstimatesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
@@ -930,7 +1070,7 @@ type SetPathEstimatesRequest struct {
 
 func (x *SetPathEstimatesRequest) Reset() {
 	*x = SetPathEstimatesRequest{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1082,7 @@ func (x *SetPathEstimatesRequest) String() string {
 func (*SetPathEstimatesRequest) ProtoMessage() {}
 
 func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1095,7 @@ func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathEstimatesRequest.ProtoReflect.Descriptor instead.
 func (*SetPathEstimatesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetPathEstimatesRequest) GetTunnelId() uint32 {
@@ -982,7 +1122,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1134,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1147,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatsRequest) GetTunnelId() uint32 {
@@ -1065,7 +1205,7 @@ type PathStats struct {
 
 func (x *PathStats) Reset() {
 	*x = PathStats{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1217,7 @@ func (x *PathStats) String() string {
 func (*PathStats) ProtoMessage() {}
 
 func (x *PathStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1230,7 @@ func (x *PathStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathStats.ProtoReflect.Descriptor instead.
 func (*PathStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PathStats) GetIndex() uint32 {
@@ -1303,7 +1443,7 @@ type ReorderStats struct {
 
 func (x *ReorderStats) Reset() {
 	*x = ReorderStats{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1455,7 @@ func (x *ReorderStats) String() string {
 func (*ReorderStats) ProtoMessage() {}
 
 func (x *ReorderStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1468,7 @@ func (x *ReorderStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReorderStats.ProtoReflect.Descriptor instead.
 func (*ReorderStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReorderStats) GetReceived() uint64 {
@@ -1408,13 +1548,15 @@ type TunnelStats struct {
 	IntervalS     float64                `protobuf:"fixed64,3,opt,name=interval_s,json=intervalS,proto3" json:"interval_s,omitempty"`
 	Paths         []*PathStats           `protobuf:"bytes,4,rep,name=paths,proto3" json:"paths,omitempty"`
 	Reorder       *ReorderStats          `protobuf:"bytes,5,opt,name=reorder,proto3" json:"reorder,omitempty"`
+	Signals       uint32                 `protobuf:"varint,6,opt,name=signals,proto3" json:"signals,omitempty"`     // congestion signals the sender has given, asked for or triggered
+	Triggered     uint32                 `protobuf:"varint,7,opt,name=triggered,proto3" json:"triggered,omitempty"` // of those, asked for by the SignalTrigger
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TunnelStats) Reset() {
 	*x = TunnelStats{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1568,7 @@ func (x *TunnelStats) String() string {
 func (*TunnelStats) ProtoMessage() {}
 
 func (x *TunnelStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1581,7 @@ func (x *TunnelStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelStats.ProtoReflect.Descriptor instead.
 func (*TunnelStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TunnelStats) GetTunnelId() uint32 {
@@ -1477,6 +1619,20 @@ func (x *TunnelStats) GetReorder() *ReorderStats {
 	return nil
 }
 
+func (x *TunnelStats) GetSignals() uint32 {
+	if x != nil {
+		return x.Signals
+	}
+	return 0
+}
+
+func (x *TunnelStats) GetTriggered() uint32 {
+	if x != nil {
+		return x.Triggered
+	}
+	return 0
+}
+
 type Stats struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Tunnels []*TunnelStats         `protobuf:"bytes,1,rep,name=tunnels,proto3" json:"tunnels,omitempty"`
@@ -1489,7 +1645,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1657,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1670,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Stats) GetTunnels() []*TunnelStats {
@@ -1552,7 +1708,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\x99\x03\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xd9\x03\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -1567,7 +1723,14 @@ const file_agent_proto_rawDesc = "" +
 	" \x01(\bR\vreceiveOnly\x12!\n" +
 	"\fpeer_address\x18\v \x01(\tR\vpeerAddress\x12\x19\n" +
 	"\back_path\x18\f \x01(\tR\aackPath\x12%\n" +
-	"\x05encap\x18\r \x01(\x0e2\x0f.plait.v1.EncapR\x05encap\"D\n" +
+	"\x05encap\x18\r \x01(\x0e2\x0f.plait.v1.EncapR\x05encap\x12>\n" +
+	"\x0esignal_trigger\x18\x0e \x01(\v2\x17.plait.v1.SignalTriggerR\rsignalTrigger\"\x83\x01\n" +
+	"\rSignalTrigger\x12\x19\n" +
+	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
+	"\bqueue_us\x18\x02 \x01(\x01R\aqueueUs\x12\x1f\n" +
+	"\vstanding_us\x18\x03 \x01(\x01R\n" +
+	"standingUs\x12\x1b\n" +
+	"\twindow_ms\x18\x04 \x01(\rR\bwindowMs\"D\n" +
 	"\fPathEstimate\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
 	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\"\x9e\x02\n" +
@@ -1605,7 +1768,10 @@ const file_agent_proto_rawDesc = "" +
 	"\x13SetPathStateRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x0e\n" +
-	"\x02up\x18\x03 \x01(\bR\x02up\"l\n" +
+	"\x02up\x18\x03 \x01(\bR\x02up\"i\n" +
+	"\x17SetSignalTriggerRequest\x12\x1b\n" +
+	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x121\n" +
+	"\atrigger\x18\x02 \x01(\v2\x17.plait.v1.SignalTriggerR\atrigger\"l\n" +
 	"\x17SetPathEstimatesRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x124\n" +
 	"\testimates\x18\x02 \x03(\v2\x16.plait.v1.PathEstimateR\testimates\"L\n" +
@@ -1663,14 +1829,16 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"intra_path\x18\t \x01(\x04R\tintraPath\x12%\n" +
 	"\x0eunknown_extent\x18\n" +
-	" \x01(\x04R\runknownExtent\"\xcc\x01\n" +
+	" \x01(\x04R\runknownExtent\"\x84\x02\n" +
 	"\vTunnelStats\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x1d\n" +
 	"\n" +
 	"interval_s\x18\x03 \x01(\x01R\tintervalS\x12)\n" +
 	"\x05paths\x18\x04 \x03(\v2\x13.plait.v1.PathStatsR\x05paths\x120\n" +
-	"\areorder\x18\x05 \x01(\v2\x16.plait.v1.ReorderStatsR\areorder\"\xa0\x02\n" +
+	"\areorder\x18\x05 \x01(\v2\x16.plait.v1.ReorderStatsR\areorder\x12\x18\n" +
+	"\asignals\x18\x06 \x01(\rR\asignals\x12\x1c\n" +
+	"\ttriggered\x18\a \x01(\rR\ttriggered\"\xa0\x02\n" +
 	"\x05Stats\x12/\n" +
 	"\atunnels\x18\x01 \x03(\v2\x15.plait.v1.TunnelStatsR\atunnels\x123\n" +
 	"\x06sender\x18\x02 \x03(\v2\x1b.plait.v1.Stats.SenderEntryR\x06sender\x129\n" +
@@ -1688,7 +1856,7 @@ const file_agent_proto_rawDesc = "" +
 	"\tMODE_EDPF\x10\x03*$\n" +
 	"\x05Encap\x12\r\n" +
 	"\tENCAP_UDP\x10\x00\x12\f\n" +
-	"\bENCAP_IP\x10\x012\x8d\x05\n" +
+	"\bENCAP_IP\x10\x012\xd6\x05\n" +
 	"\x05Agent\x125\n" +
 	"\tConfigure\x12\x16.plait.v1.TunnelConfig\x1a\x10.plait.v1.Tunnel\x124\n" +
 	"\fRemoveTunnel\x12\x13.plait.v1.TunnelRef\x1a\x0f.plait.v1.Empty\x12=\n" +
@@ -1700,7 +1868,8 @@ const file_agent_proto_rawDesc = "" +
 	"SetAckPath\x12\x1b.plait.v1.SetAckPathRequest\x1a\x10.plait.v1.Tunnel\x12?\n" +
 	"\fSetPathState\x12\x1d.plait.v1.SetPathStateRequest\x1a\x10.plait.v1.Tunnel\x12G\n" +
 	"\x10SetPathEstimates\x12!.plait.v1.SetPathEstimatesRequest\x1a\x10.plait.v1.Tunnel\x12/\n" +
-	"\x06Signal\x12\x13.plait.v1.TunnelRef\x1a\x10.plait.v1.Tunnel\x123\n" +
+	"\x06Signal\x12\x13.plait.v1.TunnelRef\x1a\x10.plait.v1.Tunnel\x12G\n" +
+	"\x10SetSignalTrigger\x12!.plait.v1.SetSignalTriggerRequest\x1a\x10.plait.v1.Tunnel\x123\n" +
 	"\bGetStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats\x127\n" +
 	"\n" +
 	"WatchStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats0\x01B-Z+github.com/plait/plait/api/plait/v1;plaitv1b\x06proto3"
@@ -1718,74 +1887,80 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
 	(Encap)(0),                      // 1: plait.v1.Encap
 	(*Empty)(nil),                   // 2: plait.v1.Empty
 	(*PathConfig)(nil),              // 3: plait.v1.PathConfig
 	(*TunnelConfig)(nil),            // 4: plait.v1.TunnelConfig
-	(*PathEstimate)(nil),            // 5: plait.v1.PathEstimate
-	(*PathState)(nil),               // 6: plait.v1.PathState
-	(*Tunnel)(nil),                  // 7: plait.v1.Tunnel
-	(*TunnelRef)(nil),               // 8: plait.v1.TunnelRef
-	(*ListTunnelsResponse)(nil),     // 9: plait.v1.ListTunnelsResponse
-	(*SetWeightsRequest)(nil),       // 10: plait.v1.SetWeightsRequest
-	(*SetModeRequest)(nil),          // 11: plait.v1.SetModeRequest
-	(*SetAckPathRequest)(nil),       // 12: plait.v1.SetAckPathRequest
-	(*SetPathStateRequest)(nil),     // 13: plait.v1.SetPathStateRequest
-	(*SetPathEstimatesRequest)(nil), // 14: plait.v1.SetPathEstimatesRequest
-	(*StatsRequest)(nil),            // 15: plait.v1.StatsRequest
-	(*PathStats)(nil),               // 16: plait.v1.PathStats
-	(*ReorderStats)(nil),            // 17: plait.v1.ReorderStats
-	(*TunnelStats)(nil),             // 18: plait.v1.TunnelStats
-	(*Stats)(nil),                   // 19: plait.v1.Stats
-	nil,                             // 20: plait.v1.Stats.SenderEntry
-	nil,                             // 21: plait.v1.Stats.ReceiverEntry
+	(*SignalTrigger)(nil),           // 5: plait.v1.SignalTrigger
+	(*PathEstimate)(nil),            // 6: plait.v1.PathEstimate
+	(*PathState)(nil),               // 7: plait.v1.PathState
+	(*Tunnel)(nil),                  // 8: plait.v1.Tunnel
+	(*TunnelRef)(nil),               // 9: plait.v1.TunnelRef
+	(*ListTunnelsResponse)(nil),     // 10: plait.v1.ListTunnelsResponse
+	(*SetWeightsRequest)(nil),       // 11: plait.v1.SetWeightsRequest
+	(*SetModeRequest)(nil),          // 12: plait.v1.SetModeRequest
+	(*SetAckPathRequest)(nil),       // 13: plait.v1.SetAckPathRequest
+	(*SetPathStateRequest)(nil),     // 14: plait.v1.SetPathStateRequest
+	(*SetSignalTriggerRequest)(nil), // 15: plait.v1.SetSignalTriggerRequest
+	(*SetPathEstimatesRequest)(nil), // 16: plait.v1.SetPathEstimatesRequest
+	(*StatsRequest)(nil),            // 17: plait.v1.StatsRequest
+	(*PathStats)(nil),               // 18: plait.v1.PathStats
+	(*ReorderStats)(nil),            // 19: plait.v1.ReorderStats
+	(*TunnelStats)(nil),             // 20: plait.v1.TunnelStats
+	(*Stats)(nil),                   // 21: plait.v1.Stats
+	nil,                             // 22: plait.v1.Stats.SenderEntry
+	nil,                             // 23: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	3,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
 	0,  // 1: plait.v1.TunnelConfig.mode:type_name -> plait.v1.Mode
 	1,  // 2: plait.v1.TunnelConfig.encap:type_name -> plait.v1.Encap
-	3,  // 3: plait.v1.PathState.config:type_name -> plait.v1.PathConfig
-	5,  // 4: plait.v1.PathState.estimate:type_name -> plait.v1.PathEstimate
-	4,  // 5: plait.v1.Tunnel.config:type_name -> plait.v1.TunnelConfig
-	6,  // 6: plait.v1.Tunnel.paths:type_name -> plait.v1.PathState
-	7,  // 7: plait.v1.ListTunnelsResponse.tunnels:type_name -> plait.v1.Tunnel
-	0,  // 8: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
-	5,  // 9: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
-	16, // 10: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
-	17, // 11: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	18, // 12: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	20, // 13: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	21, // 14: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
-	4,  // 15: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
-	8,  // 16: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
-	2,  // 17: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
-	10, // 18: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
-	11, // 19: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
-	12, // 20: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
-	13, // 21: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	14, // 22: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
-	8,  // 23: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
-	15, // 24: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	15, // 25: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	7,  // 26: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	2,  // 27: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	9,  // 28: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	7,  // 29: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	7,  // 30: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	7,  // 31: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	7,  // 32: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	7,  // 33: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	7,  // 34: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
-	19, // 35: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	19, // 36: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	26, // [26:37] is the sub-list for method output_type
-	15, // [15:26] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	5,  // 3: plait.v1.TunnelConfig.signal_trigger:type_name -> plait.v1.SignalTrigger
+	3,  // 4: plait.v1.PathState.config:type_name -> plait.v1.PathConfig
+	6,  // 5: plait.v1.PathState.estimate:type_name -> plait.v1.PathEstimate
+	4,  // 6: plait.v1.Tunnel.config:type_name -> plait.v1.TunnelConfig
+	7,  // 7: plait.v1.Tunnel.paths:type_name -> plait.v1.PathState
+	8,  // 8: plait.v1.ListTunnelsResponse.tunnels:type_name -> plait.v1.Tunnel
+	0,  // 9: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
+	5,  // 10: plait.v1.SetSignalTriggerRequest.trigger:type_name -> plait.v1.SignalTrigger
+	6,  // 11: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
+	18, // 12: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
+	19, // 13: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
+	20, // 14: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	22, // 15: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	23, // 16: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	4,  // 17: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
+	9,  // 18: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
+	2,  // 19: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
+	11, // 20: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
+	12, // 21: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
+	13, // 22: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
+	14, // 23: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
+	16, // 24: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	9,  // 25: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
+	15, // 26: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
+	17, // 27: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	17, // 28: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	8,  // 29: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	2,  // 30: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	10, // 31: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	8,  // 32: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	8,  // 33: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	8,  // 34: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	8,  // 35: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	8,  // 36: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	8,  // 37: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	8,  // 38: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
+	21, // 39: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	21, // 40: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	29, // [29:41] is the sub-list for method output_type
+	17, // [17:29] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1799,7 +1974,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

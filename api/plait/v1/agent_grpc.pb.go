@@ -31,6 +31,7 @@ const (
 	Agent_SetPathState_FullMethodName     = "/plait.v1.Agent/SetPathState"
 	Agent_SetPathEstimates_FullMethodName = "/plait.v1.Agent/SetPathEstimates"
 	Agent_Signal_FullMethodName           = "/plait.v1.Agent/Signal"
+	Agent_SetSignalTrigger_FullMethodName = "/plait.v1.Agent/SetSignalTrigger"
 	Agent_GetStats_FullMethodName         = "/plait.v1.Agent/GetStats"
 	Agent_WatchStats_FullMethodName       = "/plait.v1.Agent/WatchStats"
 )
@@ -56,6 +57,8 @@ type AgentClient interface {
 	// next full-sized segment is marked CE when ECN-capable, or else dropped before it
 	// enters the tunnel. A request while one is still pending adds nothing.
 	Signal(ctx context.Context, in *TunnelRef, opts ...grpc.CallOption) (*Tunnel, error)
+	// Sets or, when its rate is 0, clears the tunnel's SignalTrigger.
+	SetSignalTrigger(ctx context.Context, in *SetSignalTriggerRequest, opts ...grpc.CallOption) (*Tunnel, error)
 	GetStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*Stats, error)
 	// WatchStats sends a Stats message every interval_ms until the client goes away.
 	WatchStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Stats], error)
@@ -159,6 +162,16 @@ func (c *agentClient) Signal(ctx context.Context, in *TunnelRef, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *agentClient) SetSignalTrigger(ctx context.Context, in *SetSignalTriggerRequest, opts ...grpc.CallOption) (*Tunnel, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Tunnel)
+	err := c.cc.Invoke(ctx, Agent_SetSignalTrigger_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentClient) GetStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*Stats, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Stats)
@@ -209,6 +222,8 @@ type AgentServer interface {
 	// next full-sized segment is marked CE when ECN-capable, or else dropped before it
 	// enters the tunnel. A request while one is still pending adds nothing.
 	Signal(context.Context, *TunnelRef) (*Tunnel, error)
+	// Sets or, when its rate is 0, clears the tunnel's SignalTrigger.
+	SetSignalTrigger(context.Context, *SetSignalTriggerRequest) (*Tunnel, error)
 	GetStats(context.Context, *StatsRequest) (*Stats, error)
 	// WatchStats sends a Stats message every interval_ms until the client goes away.
 	WatchStats(*StatsRequest, grpc.ServerStreamingServer[Stats]) error
@@ -248,6 +263,9 @@ func (UnimplementedAgentServer) SetPathEstimates(context.Context, *SetPathEstima
 }
 func (UnimplementedAgentServer) Signal(context.Context, *TunnelRef) (*Tunnel, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Signal not implemented")
+}
+func (UnimplementedAgentServer) SetSignalTrigger(context.Context, *SetSignalTriggerRequest) (*Tunnel, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetSignalTrigger not implemented")
 }
 func (UnimplementedAgentServer) GetStats(context.Context, *StatsRequest) (*Stats, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetStats not implemented")
@@ -438,6 +456,24 @@ func _Agent_Signal_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_SetSignalTrigger_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSignalTriggerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).SetSignalTrigger(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_SetSignalTrigger_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).SetSignalTrigger(ctx, req.(*SetSignalTriggerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agent_GetStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatsRequest)
 	if err := dec(in); err != nil {
@@ -509,6 +545,10 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Signal",
 			Handler:    _Agent_Signal_Handler,
+		},
+		{
+			MethodName: "SetSignalTrigger",
+			Handler:    _Agent_SetSignalTrigger_Handler,
 		},
 		{
 			MethodName: "GetStats",
