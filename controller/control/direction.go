@@ -147,6 +147,12 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 	if d.split != nil {
 		d.splitAges(ages, now)
 	}
+	busy := 0
+	for _, e := range d.ests {
+		if e.est.Alive && e.est.Busy {
+			busy++
+		}
+	}
 	for i, e := range d.ests {
 		if i >= len(ages) {
 			break
@@ -163,6 +169,7 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 			o.TxBps = txBps[i]
 		}
 		o.InFlight = d.inFlight(i)
+		o.OthersBusy = busy > 1 || busy == 1 && !(e.est.Alive && e.est.Busy)
 		was := e.est.Alive
 		e.update(o)
 		livenessChanged = livenessChanged || was != e.est.Alive

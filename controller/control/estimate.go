@@ -25,6 +25,9 @@ type Observation struct {
 	DispN     uint64
 	RxAge     time.Duration // since the last packet (data or probe) arrived; <0: never
 	InFlight  float64       // bytes sent on the path and not yet received; NaN if unknown
+	// OthersBusy: another path of the direction stood queued at its last report, so the
+	// flow asks more than the split gives the paths that do not.
+	OthersBusy bool
 }
 
 // Estimate is the controller's belief about one path in one direction.
@@ -308,9 +311,12 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	}
 	// Packet pairs (probe trains on idle paths, bursts of data) stand in until a busy
 	// stretch measures the capacity exactly. After that they can only raise it, on a path
-	// that has held no queue for a while: one the split under-feeds never gets another
-	// busy stretch, and its deliveries lift the estimate only as far as its share lets
-	// it deliver. A raise that overshoots is corrected by the busy stretch it brings.
+	// that has held no queue for a while while another path does: one the split
+	// under-feeds never gets another busy stretch, and its deliveries lift the estimate
+	// only as far as its share lets it deliver. A raise that overshoots is corrected by
+	// the busy stretch it brings. With every queue empty (after a congestion signal) the
+	// flow asks no more than the paths carry, and pairs read then lifted all four of
+	// S1-4's paths by 57 % at once, which over-fed one until the window collapsed.
 	if len(e.dispRates) > 0 {
 		rates := make([]float64, len(e.dispRates))
 		for i, d := range e.dispRates {
@@ -320,7 +326,7 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		switch {
 		case !e.busyKnown:
 			est.Capacity, est.CapacityKnown = m, true
-		case len(rates) >= dispMin && m > pairRaise*est.Capacity && o.At.Sub(e.lastBusy) >= busyKeep:
+		case len(rates) >= dispMin && m > pairRaise*est.Capacity && o.At.Sub(e.lastBusy) >= busyKeep && o.OthersBusy:
 			est.Capacity = m
 		}
 	}

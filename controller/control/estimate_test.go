@@ -103,8 +103,9 @@ func TestPartialLoadIsNotCapacity(t *testing.T) {
 
 // A path measured busy at 3.5 Mbit/s whose capacity doubles while the split under-feeds
 // it (3 Mbit/s offered) never gets another busy stretch: packet pairs well above the
-// estimate raise it once the path has held no queue for a while, and pairs near it, or
-// on a path that queued recently, change nothing.
+// estimate raise it once the path has held no queue for a while while another path
+// queues, and pairs near it, on a path that queued recently, or while no path queues,
+// change nothing.
 func TestPairsRaiseAnUnderFedPath(t *testing.T) {
 	s := &synth{rate: 3.5e6, base: 50e3, offered: func(time.Duration) float64 { return 6e6 }, rng: rand.New(rand.NewPCG(1, 1))}
 	e := newPathEstimator()
@@ -113,11 +114,12 @@ func TestPairsRaiseAnUnderFedPath(t *testing.T) {
 	}
 	s.rate, s.queue, s.offered = 7e6, 0, func(time.Duration) float64 { return 3e6 }
 	// pairs feeds reports with packet pairs reading bps from..to and returns the estimate.
+	othersBusy := true
 	pairs := func(bps float64, from, to time.Duration) Estimate {
 		var est Estimate
 		for at := from; at < to; at += step {
 			o := s.next(at, true)
-			o.DispBps, o.DispN = bps, 2
+			o.DispBps, o.DispN, o.OthersBusy = bps, 2, othersBusy
 			est = e.update(o)
 		}
 		return est
@@ -130,8 +132,14 @@ func TestPairsRaiseAnUnderFedPath(t *testing.T) {
 	if est := pairs(4e6, 2500*time.Millisecond, 6*time.Second); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
 		t.Fatalf("pairs at 4 Mbit/s: capacity %.0f, want 3.5 Mbit/s kept", est.Capacity)
 	}
-	// Pairs at 6.8 Mbit/s on the queue-free path: raised within the age of the pairs.
-	if est := pairs(6.8e6, 6*time.Second, 8*time.Second); math.Abs(est.Capacity-6.8e6) > 1 {
+	othersBusy = false
+	if est := pairs(6.8e6, 6*time.Second, 8*time.Second); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("pairs at 6.8 Mbit/s with no path queued: capacity %.0f, want 3.5 Mbit/s kept", est.Capacity)
+	}
+	// Pairs at 6.8 Mbit/s on the queue-free path while another queues: raised within the
+	// age of the pairs.
+	othersBusy = true
+	if est := pairs(6.8e6, 8*time.Second, 10*time.Second); math.Abs(est.Capacity-6.8e6) > 1 {
 		t.Fatalf("pairs at 6.8 Mbit/s for 2 s: capacity %.0f, want 6.8 Mbit/s", est.Capacity)
 	}
 }
