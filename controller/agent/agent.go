@@ -118,8 +118,8 @@ func cmpOr(a, b string) string {
 func (a *Agent) Close() error { return a.dp.Close() }
 
 // Run samples the datapath, probes idle paths, steps the signal triggers and resolves
-// pending next hops until ctx
-// ends. It must run on a thread in the agent's network namespace (the daemon's only one).
+// pending next hops until ctx ends. It must run on a thread in the agent's network
+// namespace (the daemon's only one).
 func (a *Agent) Run(ctx context.Context) {
 	tick := time.NewTicker(a.opts.sampleInterval)
 	defer tick.Stop()

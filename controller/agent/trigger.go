@@ -47,6 +47,10 @@ func (g *trigger) step(now, bytes uint64) bool {
 	g.steps++
 	dt := float64(now-g.at) / 1e9
 	g.at = now
+	if g.cfg == nil { // keep the history, so that a trigger set just before a flow is armed
+		g.armed = false
+		return false
+	}
 	g.queue = math.Max(0, g.queue+float64(bytes-last)*8/g.cfg.RateBps-dt)
 	if g.queue == 0 {
 		g.busySince = now
@@ -75,8 +79,9 @@ func (g *trigger) step(now, bytes uint64) bool {
 	return false
 }
 
-// stepTriggers steps every tunnel's trigger and gives the signals they ask for. Their
-// state is the caller's (Run's), not the tunnel's, which every change replaces.
+// stepTriggers steps every sending tunnel's trigger, set or not (a quiet spell is read
+// from the history), and gives the signals they ask for. Their state is the caller's
+// (Run's), not the tunnel's, which every change replaces.
 func (a *Agent) stepTriggers(state map[uint32]*trigger) {
 	type work struct {
 		id, slot uint32
@@ -85,8 +90,8 @@ func (a *Agent) stepTriggers(state map[uint32]*trigger) {
 	var todo []work
 	a.mu.Lock()
 	for id, t := range a.tunnels {
-		if c := t.cfg.SignalTrigger; c != nil && !t.cfg.ReceiveOnly {
-			todo = append(todo, work{id, t.slot, c})
+		if !t.cfg.ReceiveOnly {
+			todo = append(todo, work{id, t.slot, t.cfg.SignalTrigger})
 		}
 	}
 	a.mu.Unlock()
@@ -109,7 +114,7 @@ func (a *Agent) stepTriggers(state map[uint32]*trigger) {
 		g.cfg = w.cfg
 		armed := g.armed && g.start != 0
 		if !g.step(monoNow(), bytes) {
-			if armed && !g.armed {
+			if armed && !g.armed && g.cfg != nil {
 				a.opts.log.Info("signal trigger expired", "tunnel", w.id, "peak_queue_ms", g.peak*1e3, "longest_standing_ms", g.stood*1e3,
 					"level_ms", g.cfg.QueueUs/1e3, "standing_ms", g.cfg.StandingUs/1e3)
 			}

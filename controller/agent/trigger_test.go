@@ -75,6 +75,16 @@ func TestTriggerFiresOnAStandingQueueOnlyOnceAFlowStarts(t *testing.T) {
 		t.Fatalf("fired at %v, %v after the flow started; want nothing after window_ms", at, 3100*time.Millisecond+at)
 	}
 
+	// A trigger set just before a flow, on a tunnel that was quiet without one.
+	g.cfg = nil
+	feed(g, now, 600*time.Millisecond, idle, &bytes)
+	now += 600 * time.Millisecond
+	g.cfg = cfg
+	if at := feed(g, now, time.Second, double, &bytes); at < 0 {
+		t.Fatal("a trigger set after the quiet spell did not fire")
+	}
+	now += time.Second
+
 	// Counters reset with a reconfigured tunnel: no queue of 2^64 bytes.
 	now += time.Second
 	if at := feed(g, now, 100*time.Millisecond, idle, new(uint64)); at >= 0 || g.queue != 0 {

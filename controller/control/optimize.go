@@ -85,6 +85,11 @@ const (
 	// slow start from ten packets passes 40,000 in twelve.
 	triggerRounds = 12
 	triggerMin    = 2 * time.Second
+	// The trigger's rate is the most the split's paths were measured to carry together
+	// over triggerKeep: a rate read too low (a busy stretch of slow start's bursts read
+	// S1-4's 36 Mbit/s path as 21) makes a queue of its own and an early cut, one too
+	// high only leaves the signal to the controller.
+	triggerKeep = 10 * time.Second
 )
 
 // target is what the optimiser wants the sending agent to hold.
@@ -146,7 +151,8 @@ type optimizer struct {
 	signalQ   float64   // the paths' mean queue at the last one, µs
 	lastQueue float64   // the paths' mean queue at the previous decision, µs
 	trigger   *pb.SignalTrigger
-	triggered uint32 // signals the sender's trigger gave, as last reported (seenTrig)
+	trigRates []timed // the split's summed capacity at each decision, over triggerKeep
+	triggered uint32  // signals the sender's trigger gave, as last reported (seenTrig)
 	seenTrig  bool
 	byTrigger int // of signals, those the sender's trigger gave
 	// ackBase is the base one-way delay of the path the direction's ACKs return on, µs
@@ -198,7 +204,7 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	if mode == model.WRR {
 		t.mode, t.weights = pb.Mode_MODE_WRR, balance(ests, choice)
 		t.signal = o.congested(now, ests, t.weights)
-		o.trigger = o.triggerFor(ests, t.weights)
+		o.trigger = o.triggerFor(now, ests, t.weights)
 		t.trigger = o.trigger
 		return t
 	}
@@ -596,7 +602,7 @@ func (o *optimizer) flowRTT(ests []*pathEstimator, w []float64) float64 {
 // flow's bytes build at the split's rate and signals when it reaches the same level and
 // has stood through a round trip (see pb.SignalTrigger). Only with every rate in use
 // measured: a guessed rate would build a queue of its own.
-func (o *optimizer) triggerFor(ests []*pathEstimator, w []float64) *pb.SignalTrigger {
+func (o *optimizer) triggerFor(now time.Time, ests []*pathEstimator, w []float64) *pb.SignalTrigger {
 	var rate float64
 	for i, e := range ests {
 		if w[i] == 0 || !e.est.Alive {
@@ -610,6 +616,11 @@ func (o *optimizer) triggerFor(ests []*pathEstimator, w []float64) *pb.SignalTri
 	rtt := o.flowRTT(ests, w)
 	if rate == 0 || math.IsNaN(rtt) {
 		return nil
+	}
+	o.trigRates = append(o.trigRates, timed{now, rate})
+	o.trigRates = slices.DeleteFunc(o.trigRates, func(r timed) bool { return now.Sub(r.at) > triggerKeep })
+	for _, r := range o.trigRates {
+		rate = max(rate, r.v)
 	}
 	window := max(triggerMin, time.Duration(triggerRounds*rtt)*time.Microsecond)
 	return &pb.SignalTrigger{RateBps: rate, QueueUs: signalLevel(rtt, rate), StandingUs: rtt, WindowMs: uint32(window.Milliseconds())}

@@ -332,6 +332,15 @@ func TestOptimizerSignalTrigger(t *testing.T) {
 		math.Abs(g.QueueUs-signalLevel(g.StandingUs, 102.3e6)) > 1 || g.WindowMs != 2000 {
 		t.Fatalf("trigger %v, want rate 102.3 Mbit/s, standing %.0f µs, queue %.0f µs, window 2 s", g, rtt, signalLevel(rtt, 102.3e6))
 	}
+	// A rate read lower (slow start's bursts) does not lower the trigger's for a while.
+	ests[0].est.Capacity = 21e6
+	if g := o.decide(t0.Add(time.Second), ests, "auto", nil, model.TCP{}).trigger; g.RateBps != 102.3e6 {
+		t.Fatalf("trigger rate %.0f after one path read low, want 102.3 Mbit/s kept", g.RateBps)
+	}
+	if g := o.decide(t0.Add(12*time.Second), ests, "auto", nil, model.TCP{}).trigger; math.Abs(g.RateBps-87.4e6) > 1 {
+		t.Fatalf("trigger rate %.0f 12 s later, want 87.4 Mbit/s", g.RateBps)
+	}
+	ests[0].est.Capacity = 35.9e6
 	if g := o.decide(t0, ests, "wrr", nil, model.TCP{}).trigger; g != nil {
 		t.Fatalf("operator's wrr got trigger %v", g)
 	}
