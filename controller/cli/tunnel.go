@@ -201,6 +201,10 @@ func printTunnels(cmd *cobra.Command, ts []*pb.Tunnel) error {
 			encap = "ip"
 		}
 		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  %s  mode %s  mtu %d\n", c.Id, c.Device, c.Address, c.RemotePrefix, encap, mode, t.Mtu)
+		if g := c.SignalTrigger; g != nil {
+			fmt.Fprintf(w, "signal trigger: once within %d ms of a flow's start, at a queue of %s at %s that stood %s\n",
+				g.WindowMs, fmtUs(g.QueueUs), fmtRate(g.RateBps), fmtUs(g.StandingUs))
+		}
 		tb := newTable(w, "PATH", "INTERFACE", "LOCAL", "REMOTE", "NEXT HOP", "STATE", "WEIGHT", "RATE", "DELAY")
 		for _, p := range t.Paths {
 			state := "up"
