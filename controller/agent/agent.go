@@ -521,13 +521,11 @@ func (a *Agent) askSignal(t *tunnel) error {
 // SetSignalTrigger sets or clears the tunnel's SignalTrigger.
 func (a *Agent) SetSignalTrigger(_ context.Context, req *pb.SetSignalTriggerRequest) (*pb.Tunnel, error) {
 	return a.update(req.TunnelId, func(t *tunnel) error {
-		if err := checkTrigger(req.Trigger); err != nil {
+		g, err := signalTrigger(req.Trigger)
+		if err != nil {
 			return err
 		}
-		t.cfg.SignalTrigger = proto.Clone(req.Trigger).(*pb.SignalTrigger)
-		if req.Trigger.GetRateBps() == 0 {
-			t.cfg.SignalTrigger = nil
-		}
+		t.cfg.SignalTrigger = g
 		a.opts.log.Info("signal trigger", "tunnel", t.cfg.Id, "trigger", t.cfg.SignalTrigger)
 		return nil
 	})

@@ -154,7 +154,7 @@ func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.T
 	f := h.at(first)
 	dt := float64(last.mono-f.mono) / 1e9
 	out.IntervalS = dt
-	out.Signals = last.tx.Signaled
+	out.Signals, out.Triggered = last.tx.Signaled, t.triggered
 	var lost uint64
 	for i := range t.statPaths(&last.rx, len(paths)) {
 		v := pathView{name: fmt.Sprintf("path%d", i), up: true}
@@ -305,7 +305,6 @@ func (a *Agent) collect(req *pb.StatsRequest, def time.Duration) (*pb.Stats, err
 	var tunnels []*tunnel
 	var slots []uint32
 	var views [][]pathView
-	var triggered []uint32
 	if req.TunnelId != 0 {
 		t, ok := a.tunnels[req.TunnelId]
 		if !ok {
@@ -321,15 +320,12 @@ func (a *Agent) collect(req *pb.StatsRequest, def time.Duration) (*pb.Stats, err
 	for _, t := range tunnels {
 		slots = append(slots, t.slot)
 		views = append(views, t.view())
-		triggered = append(triggered, t.triggered)
 	}
 	a.mu.Unlock()
 
 	out := &pb.Stats{}
 	for i, t := range tunnels {
-		ts := a.stats.stats(t, views[i], window)
-		ts.Triggered = triggered[i]
-		out.Tunnels = append(out.Tunnels, ts)
+		out.Tunnels = append(out.Tunnels, a.stats.stats(t, views[i], window))
 	}
 	var err error
 	if out.Sender, out.Receiver, err = a.dp.Verdicts(slots); err != nil {

@@ -92,11 +92,8 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	if _, ok := pb.Encap_name[int32(cfg.Encap)]; !ok {
 		return nil, invalid("unknown encapsulation %d: use udp or ip", cfg.Encap)
 	}
-	if err := checkTrigger(cfg.SignalTrigger); err != nil {
+	if cfg.SignalTrigger, err = signalTrigger(cfg.SignalTrigger); err != nil {
 		return nil, err
-	}
-	if cfg.SignalTrigger.GetRateBps() == 0 {
-		cfg.SignalTrigger = nil
 	}
 	if cfg.ReceiveOnly {
 		if cfg.SignalTrigger != nil {
@@ -329,19 +326,21 @@ func checkEstimates(est []*pb.PathEstimate, n int) error {
 	return nil
 }
 
-func checkTrigger(g *pb.SignalTrigger) error {
+// signalTrigger checks a requested SignalTrigger and returns what the tunnel keeps of it:
+// a copy, or nil for none (rate 0).
+func signalTrigger(g *pb.SignalTrigger) (*pb.SignalTrigger, error) {
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
 	switch {
 	case g == nil || g.RateBps == 0:
-		return nil
+		return nil, nil
 	case !finite(g.RateBps) || g.RateBps < 2000:
-		return invalid("signal trigger: rate %v bit/s: give the paths' capacity together (at least 2 kbit/s), or 0 for no trigger", g.RateBps)
+		return nil, invalid("signal trigger: rate %v bit/s: give the paths' capacity together (at least 2 kbit/s), or 0 for no trigger", g.RateBps)
 	case !finite(g.QueueUs) || g.QueueUs == 0 || g.QueueUs > 4e6:
-		return invalid("signal trigger: queue %v µs: give more than 0 and at most 4 s", g.QueueUs)
+		return nil, invalid("signal trigger: queue %v µs: give more than 0 and at most 4 s", g.QueueUs)
 	case !finite(g.StandingUs) || g.StandingUs > 4e6:
-		return invalid("signal trigger: standing %v µs: give 0 to 4 s", g.StandingUs)
+		return nil, invalid("signal trigger: standing %v µs: give 0 to 4 s", g.StandingUs)
 	case g.WindowMs == 0 || g.WindowMs > 60000:
-		return invalid("signal trigger: window %d ms: give 1 ms to 60 s after a flow's first packet", g.WindowMs)
+		return nil, invalid("signal trigger: window %d ms: give 1 ms to 60 s after a flow's first packet", g.WindowMs)
 	}
-	return nil
+	return proto.Clone(g).(*pb.SignalTrigger), nil
 }

@@ -147,10 +147,11 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 	if d.split != nil {
 		d.splitAges(ages, now)
 	}
-	busy := 0
+	busy := func(e *pathEstimator) bool { return e.est.Alive && e.est.Busy }
+	nBusy := 0
 	for _, e := range d.ests {
-		if e.est.Alive && e.est.Busy {
-			busy++
+		if busy(e) {
+			nBusy++
 		}
 	}
 	for i, e := range d.ests {
@@ -169,7 +170,7 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 			o.TxBps = txBps[i]
 		}
 		o.InFlight = d.inFlight(i)
-		o.OthersBusy = busy > 1 || busy == 1 && !(e.est.Alive && e.est.Busy)
+		o.OthersBusy = nBusy > 1 || nBusy == 1 && !busy(e)
 		was := e.est.Alive
 		e.update(o)
 		livenessChanged = livenessChanged || was != e.est.Alive
