@@ -64,7 +64,6 @@ const (
 	dispAge        = 2 * time.Second // ... for at most this long ...
 	dispMin        = 3               // ... unless fewer remain
 	pairRaise      = 1.2             // pairs this far above a measured capacity raise it
-	fedShare       = 0.95            // delivering this much of its estimate, a path is fed all of it
 	// Capacity comes from bytes delivered over a stretch in which the path never ran out
 	// of queue: at least busyStretch long (50 ms reports hold a handful of packets on a
 	// slow path, far too few), at most busyKeep.
@@ -120,7 +119,6 @@ type pathEstimator struct {
 	prevSent   time.Time // when the losses the previous report showed were sent
 	lastGap    time.Time // when the receiver last counted a packet of the path missing
 	lastBusy   time.Time // when the path last carried data over a queue that stood
-	lastRaise  time.Time // when an under-fed path's estimate was last raised
 }
 
 // arrival is when a packet sent now would arrive, µs, and over how much queue: predicted
@@ -299,19 +297,9 @@ func (e *pathEstimator) update(o Observation) Estimate {
 			est.Capacity = rate
 		}
 		est.CapacityKnown, e.busyKnown = true, true
-	} else if rate, ok := e.deliveredRate(time.Time{}); ok && est.CapacityKnown && rate > est.Capacity {
+	} else if rate, ok := e.deliveredRate(); ok && est.CapacityKnown && rate > est.Capacity {
 		// A floor only lifts an estimate: partial load says nothing about capacity.
 		est.Capacity = rate
-	} else if rate, ok := e.deliveredRate(e.lastRaise); ok && est.CapacityKnown && rate >= fedShare*est.Capacity &&
-		o.OthersBusy && o.At.Sub(e.lastBusy) >= busyKeep {
-		// Fed all its estimate and still queue-free while another path stands queued:
-		// the estimate is short of a capacity that grew. Under a bulk flow's
-		// self-clocked stripes no pairs come to say so (a path's packets leave as far
-		// apart as they arrive), and the floor alone lifts it only as fast as its
-		// share grows with it: seconds on A2 for a path that went from 3.5 to 7 Mbit/s.
-		// A raise too far brings the busy stretch that measures it.
-		est.Capacity *= probeUp
-		e.lastRaise = o.At
 	}
 	if o.DispN >= 2 && o.DispBps > 0 {
 		e.dispRates = append(e.dispRates, timed{o.At, o.DispBps})
@@ -373,15 +361,13 @@ func (e *pathEstimator) busyRate() (float64, bool) {
 	return float64(sub(b.bytes, a.bytes)) * 8 / dt.Seconds(), true
 }
 
-// deliveredRate is the delivery rate over the recent history from since on (at least
-// busyStretch of it): over all of it, a floor of capacity.
-func (e *pathEstimator) deliveredRate(since time.Time) (float64, bool) {
+// deliveredRate is the delivery rate over the whole recent history, a floor of capacity.
+func (e *pathEstimator) deliveredRate() (float64, bool) {
 	n := len(e.deliv)
-	first := slices.IndexFunc(e.deliv, func(d delivery) bool { return !d.at.Before(since) })
-	if first < 0 || n-first < 2 {
+	if n < 2 {
 		return 0, false
 	}
-	a, b := e.deliv[first], e.deliv[n-1]
+	a, b := e.deliv[0], e.deliv[n-1]
 	dt := b.at.Sub(a.at)
 	if dt < busyStretch {
 		return 0, false

@@ -3,7 +3,6 @@ package control
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 )
@@ -142,42 +141,6 @@ func TestPairsRaiseAnUnderFedPath(t *testing.T) {
 	othersBusy = true
 	if est := pairs(6.8e6, 8*time.Second, 10*time.Second); math.Abs(est.Capacity-6.8e6) > 1 {
 		t.Fatalf("pairs at 6.8 Mbit/s for 2 s: capacity %.0f, want 6.8 Mbit/s", est.Capacity)
-	}
-}
-
-// Under a bulk flow's wrr stripes a path gets a share that follows its estimate, and no
-// packet pairs. When its capacity doubles, it is fed all its estimate and stays queue-free:
-// while another path queues, that raises the estimate until the path queues and the busy
-// stretch measures it; while none does (the flow asks no more), it is kept.
-func TestAnUnderFedPathIsRaisedToItsCapacity(t *testing.T) {
-	s := &synth{rate: 3.5e6, base: 50e3, offered: func(time.Duration) float64 { return 6e6 }, rng: rand.New(rand.NewPCG(1, 1))}
-	e := newPathEstimator()
-	est := run(e, s, 0, 2*time.Second, true)
-	if math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
-		t.Fatalf("busy: capacity %.2f Mbit/s, want 3.5", est.Capacity/1e6)
-	}
-	s.offered = func(time.Duration) float64 { return 0.97 * est.Capacity }
-	s.rate, s.queue = 7e6, 0
-	feed := func(othersBusy bool, from, to time.Duration) []float64 {
-		var seen []float64
-		for at := from; at < to; at += step {
-			o := s.next(at, true)
-			o.OthersBusy = othersBusy
-			est = e.update(o)
-			seen = append(seen, est.Capacity)
-		}
-		return seen
-	}
-	if seen := feed(false, 2*time.Second, 5*time.Second); math.Abs(seen[len(seen)-1]-3.5e6) > 0.1*3.5e6 {
-		t.Fatalf("no other path queued: capacity %.2f Mbit/s, want about 3.5 kept", seen[len(seen)-1]/1e6)
-	}
-	seen := feed(true, 5*time.Second, 12*time.Second)
-	reached := slices.IndexFunc(seen, func(c float64) bool { return c >= 0.9*7e6 })
-	if reached < 0 || time.Duration(reached)*step > 3*time.Second {
-		t.Fatalf("another path queued: capacity reached 6.3 Mbit/s after %d reports, want within 3 s: %.2f", reached, seen)
-	}
-	if last := seen[len(seen)-1]; math.Abs(last-7e6) > 0.1*7e6 {
-		t.Fatalf("settled at %.2f Mbit/s, want 7 (a raise too far is measured back)", last/1e6)
 	}
 }
 
