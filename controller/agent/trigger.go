@@ -71,8 +71,9 @@ func (g *trigger) step(now, bytes uint64) bool {
 		g.armed = false
 		return false
 	}
-	g.peak, g.stood = max(g.peak, g.queue), max(g.stood, float64(now-g.busySince)/1e9)
-	if g.queue*1e6 >= g.cfg.QueueUs && float64(now-g.busySince)/1e3 >= g.cfg.StandingUs {
+	standingUs := float64(now-g.busySince) / 1e3
+	g.peak, g.stood = max(g.peak, g.queue), max(g.stood, standingUs/1e6)
+	if g.queue*1e6 >= g.cfg.QueueUs && standingUs >= g.cfg.StandingUs {
 		g.armed = false
 		return true
 	}
