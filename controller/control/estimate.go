@@ -310,13 +310,19 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		e.dispRates = e.dispRates[1:]
 	}
 	// Packet pairs (probe trains on idle paths, bursts of data) stand in until a busy
-	// stretch measures the capacity exactly. After that they can only raise it, on a path
-	// that has held no queue for a while while another path does: one the split
-	// under-feeds never gets another busy stretch, and its deliveries lift the estimate
-	// only as far as its share lets it deliver. A raise that overshoots is corrected by
-	// the busy stretch it brings. With every queue empty (after a congestion signal) the
-	// flow asks no more than the paths carry, and pairs read then lifted all four of
-	// S1-4's paths by 57 % at once, which over-fed one until the window collapsed.
+	// stretch measures the capacity exactly; but pairs read while the path carries a
+	// flow only raise the estimate, as the receiving host spreads a pair's arrivals
+	// under load: on S1-4 they read a 36 Mbit/s path the split fed short of its
+	// capacity, so that it never queued, at 4-28 Mbit/s, its share followed them down,
+	// and the flow lost a quarter of its rate. A path estimated too high queues, and
+	// its busy stretch measures it.
+	// After a busy stretch pairs can only raise the estimate, on a path that has held no
+	// queue for a while while another path does: one the split under-feeds never gets
+	// another busy stretch, and its deliveries lift the estimate only as far as its
+	// share lets it deliver. A raise that overshoots is corrected by the busy stretch it
+	// brings. With every queue empty (after a congestion signal) the flow asks no more
+	// than the paths carry, and pairs read then lifted all four of S1-4's paths by 57 %
+	// at once, which over-fed one until the window collapsed.
 	if len(e.dispRates) > 0 {
 		rates := make([]float64, len(e.dispRates))
 		for i, d := range e.dispRates {
@@ -324,7 +330,7 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		}
 		m := median(rates)
 		switch {
-		case !e.busyKnown:
+		case !e.busyKnown && (!est.CapacityKnown || m > est.Capacity || o.At.Sub(e.lastData) >= busyKeep):
 			est.Capacity, est.CapacityKnown = m, true
 		case len(rates) >= dispMin && m > pairRaise*est.Capacity && o.At.Sub(e.lastBusy) >= busyKeep && o.OthersBusy:
 			est.Capacity = m
