@@ -257,7 +257,7 @@ class Lab:
         logs = os.path.join(out, "logs")
         os.makedirs(logs, exist_ok=True)
         for name in os.listdir(RUNDIR):
-            if name.endswith((".log", ".json", ".yaml")) and name != "state.json":
+            if name.endswith((".log", ".json", ".yaml", ".tsv")) and name != "state.json":
                 shutil.copy(os.path.join(RUNDIR, name), logs)
 
     def stop(self):
@@ -439,6 +439,7 @@ class Lab:
         sock = self.ctl_socket
         cmd = [self.plait, "controller", "--network", path, "--listen", sock]
         cmd += ["--metrics", "127.0.0.1:%d" % nodes.free_port()]
+        cmd += ["--trace", os.path.join(RUNDIR, "trace-%s.tsv" % (tag or config))]
         if self.sc["traffic"]["cc"] in ("cubic", "bbr"):
             cmd += ["--cc", self.sc["traffic"]["cc"]]
         self.ctl = subprocess.Popen(

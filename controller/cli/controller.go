@@ -13,7 +13,7 @@ import (
 )
 
 func newControllerCmd() *cobra.Command {
-	var network, listen, metrics, cc string
+	var network, listen, metrics, cc, trace string
 	cmd := &cobra.Command{
 		Use:   "controller --network FILE",
 		Short: "Run the controller: estimate every path and steer the splits",
@@ -34,7 +34,16 @@ datapath keeps the last split.`,
 			if tcp.CC, err = model.ParseCC(cc); err != nil {
 				return usagef(cmd, "--cc: %v", err)
 			}
-			c, err := control.New(n, control.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))), control.WithTCP(tcp), control.WithMetricsAddress(metrics))
+			opts := []control.Option{control.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))), control.WithTCP(tcp), control.WithMetricsAddress(metrics)}
+			if trace != "" {
+				f, err := os.Create(trace)
+				if err != nil {
+					return usagef(cmd, "--trace: %v (name a file in a writable directory)", err)
+				}
+				defer f.Close()
+				opts = append(opts, control.WithTrace(f))
+			}
+			c, err := control.New(n, opts...)
 			if err != nil {
 				return err
 			}
@@ -63,6 +72,7 @@ datapath keeps the last split.`,
 	f.StringVar(&network, "network", "", "network file: agents, switches and tunnels to control (YAML)")
 	f.StringVar(&listen, "listen", control.DefaultSocket, "Unix socket for the operator API")
 	f.StringVar(&metrics, "metrics", control.DefaultMetrics, "address for Prometheus /metrics (empty: off)")
+	f.StringVar(&trace, "trace", "", "write the estimator trace to FILE: every path's measurements and estimate at every agent report (tab-separated)")
 	f.StringVar(&cc, "cc", "cubic", "congestion control of the tunnels' flows, for the model: cubic or bbr")
 	cmd.MarkFlagRequired("network")
 	return cmd

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"sync"
@@ -30,12 +31,14 @@ type Controller struct {
 	agents   map[string]*agentConn
 	switches map[string]*switchConn
 	dirs     []*direction
+	trace    *tracer // nil unless WithTrace
 }
 
 type options struct {
 	log     *slog.Logger
 	tcp     model.TCP
 	metrics string
+	trace   io.Writer
 }
 
 // Option configures a Controller.
@@ -46,6 +49,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithMetricsAddress records where /metrics is served, for Status.
 func WithMetricsAddress(addr string) Option { return func(o *options) { o.metrics = addr } }
+
+// WithTrace writes the estimator trace (every path's observation and estimate at every
+// report, tab-separated) to w.
+func WithTrace(w io.Writer) Option { return func(o *options) { o.trace = w } }
 
 // WithTCP tells the optimiser what the tunnels' flows are (congestion control, window);
 // the model's defaults otherwise.
@@ -59,6 +66,9 @@ func New(n *Network, opts ...Option) (*Controller, error) {
 	}
 	c := &Controller{net: n, opts: o, start: time.Now(), kick: make(chan struct{}, 1),
 		agents: map[string]*agentConn{}, switches: map[string]*switchConn{}}
+	if o.trace != nil {
+		c.trace = newTracer(o.trace, c.start)
+	}
 	for name, sock := range n.Agents {
 		c.agents[name] = &agentConn{name: name, socket: sock}
 	}
@@ -435,8 +445,13 @@ func (c *Controller) onStats(agentName string, st *pb.Stats) {
 			}
 			if d.to == agentName {
 				d.rx = ts
-				changed = d.observe(now) || changed
+				changed = d.observe(now, c.trace) || changed
 			}
+		}
+	}
+	if c.trace != nil && c.trace.err == nil {
+		if err := c.trace.flush(); err != nil {
+			c.opts.log.Error("estimator trace stopped", "err", err)
 		}
 	}
 	c.mu.Unlock()

@@ -124,9 +124,9 @@ func (d *direction) splitAges(ages []time.Duration, now time.Time) {
 	}
 }
 
-// observe folds the receiver's latest statistics into the path estimates and reports
-// whether any path's liveness changed.
-func (d *direction) observe(now time.Time) (livenessChanged bool) {
+// observe folds the receiver's latest statistics into the path estimates, and into the
+// trace when one is kept, and reports whether any path's liveness changed.
+func (d *direction) observe(now time.Time, trace *tracer) (livenessChanged bool) {
 	if d.rx == nil || len(d.ests) == 0 {
 		return false
 	}
@@ -173,6 +173,9 @@ func (d *direction) observe(now time.Time) (livenessChanged bool) {
 		o.OthersBusy = nBusy > 1 || nBusy == 1 && !busy(e)
 		was := e.est.Alive
 		e.update(o)
+		if trace != nil {
+			trace.path(d, i, o, e)
+		}
 		livenessChanged = livenessChanged || was != e.est.Alive
 		goodput += p.RxBps
 	}

@@ -88,6 +88,7 @@ def test_lab_run(tmp_path):
     for name in ("goodput.png", "share.png", "owd.png", "reorder_extent.png"):
         check_png(out / name)
     assert "| auto |" in (out / "summary.md").read_text()
+    check_trace(out / "logs")
     # Nothing of the lab is left behind.
     links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
     assert not any(
@@ -97,6 +98,23 @@ def test_lab_run(tmp_path):
     )
     assert not os.path.exists("/run/plait/lab/state.json")
     assert pins() <= pins_before, "bpffs pins left behind: %s" % (pins() - pins_before)
+
+
+def check_trace(logs):
+    """auto's estimator trace: a row per path and report, and the forward direction's
+    last rows hold what the estimator made of the 4 and 2 Mbit/s paths."""
+    (trace,) = list(logs.glob("trace-auto*.tsv"))
+    lines = trace.read_text().splitlines()
+    head = lines[0].split("\t")
+    assert head[:5] == ["t_s", "tunnel", "from", "to", "path"], head
+    rows = [dict(zip(head, l.split("\t"))) for l in lines[1:]]
+    assert rows and all(len(r) == len(head) for r in rows)
+    last = {r["path"]: r for r in rows if r["from"] == "h1"}
+    assert set(last) == {"fast", "slow"}, set(last)
+    for name, rate in (("fast", 4e6), ("slow", 2e6)):
+        r = last[name]
+        assert r["alive"] == "true" and r["capacity_known"] == "true", r
+        assert 0.8 * rate < float(r["capacity_bps"]) < 1.3 * rate, r
 
 
 def sysctl(key):
