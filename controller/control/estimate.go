@@ -316,6 +316,7 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	// capacity, so that it never queued, at 4-28 Mbit/s, its share followed them down,
 	// and the flow lost a quarter of its rate. A path estimated too high queues, and
 	// its busy stretch measures it.
+	//
 	// After a busy stretch pairs can only raise the estimate, on a path that has held no
 	// queue for a while while another path does: one the split under-feeds never gets
 	// another busy stretch, and its deliveries lift the estimate only as far as its
