@@ -449,7 +449,7 @@ func (c *Controller) onStats(agentName string, st *pb.Stats) {
 			}
 		}
 	}
-	if c.trace != nil && c.trace.err == nil {
+	if c.trace != nil {
 		if err := c.trace.flush(); err != nil {
 			c.opts.log.Error("estimator trace stopped", "err", err)
 		}

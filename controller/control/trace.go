@@ -1,11 +1,10 @@
 package control
 
 import (
-	"bufio"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"time"
 )
 
@@ -22,22 +21,21 @@ var traceColumns = []string{
 
 // tracer writes the estimator trace as tab-separated values, for pandas, R or awk.
 type tracer struct {
-	w     *bufio.Writer
+	w     *csv.Writer
 	start time.Time
-	err   error // the first write error; the trace stops there, the controller does not
+	err   error // what stopped the trace; the controller goes on
 }
 
 func newTracer(w io.Writer, start time.Time) *tracer {
-	t := &tracer{w: bufio.NewWriter(w), start: start}
+	cw := csv.NewWriter(w)
+	cw.Comma = '\t'
+	t := &tracer{w: cw, start: start}
 	t.row(traceColumns)
 	return t
 }
 
-func (t *tracer) row(cols []string) {
-	if t.err == nil {
-		_, t.err = t.w.WriteString(strings.Join(cols, "\t") + "\n")
-	}
-}
+// row writes one line; a write that fails stays failed, and flush reports it.
+func (t *tracer) row(cols []string) { t.w.Write(cols) }
 
 // path records one path's observation and the estimate it led to.
 func (t *tracer) path(d *direction, i int, o Observation, e *pathEstimator) {
@@ -52,11 +50,14 @@ func (t *tracer) path(d *direction, i int, o Observation, e *pathEstimator) {
 	})
 }
 
-// flush ends a report's rows: a trace read while the controller runs is whole reports.
+// flush ends a report's rows (a trace read while the controller runs is whole reports)
+// and returns the error that stopped the trace, once.
 func (t *tracer) flush() error {
-	if t.err == nil {
-		t.err = t.w.Flush()
+	if t.err != nil {
+		return nil
 	}
+	t.w.Flush()
+	t.err = t.w.Error()
 	return t.err
 }
 
