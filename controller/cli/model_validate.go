@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -46,6 +47,7 @@ func newModelValidateCmd() *cobra.Command {
 		outDir    string
 		noPlot    bool
 		asJSON    bool
+		pool      bool
 		pf        modelPaperFlags
 	)
 	cmd := &cobra.Command{
@@ -68,12 +70,17 @@ bytes the run moved as E and the tunnel's MSS as s unless --paper-bytes or
 from the smallest one, in their order, evenly to each average delay asymmetry (eq. 22),
 as 'plait model sweep' spreads its links. --from re-evaluates finished runs without the
 lab: a summary.json (or its folder), or a validate.json, whose runs keep their groups.
+--pool merges the lab runs of one scenario with the same inputs (several --from, or new
+runs beside stored ones) into one point per configuration, measured by the median of all
+their runs: three runs of a configuration that sometimes collapses say little about its
+typical goodput, every run ever made says more.
 
 Progress and the lab's output go to stderr, the table (or --json) to stdout; the folder
 --out/<time>/ gets validate.json, validate.md and validate.png (python3 with matplotlib).`,
 		Example: `  plait model validate s1-2 s1-3 s1-4 --repeat 3
   plait model validate --ada-sweep 0,10,20,40,80ms --sweep-base s1-4
-  plait model validate --from results/validate/20261121-090000/validate.json --no-plot`,
+  plait model validate --from results/validate/20261121-090000/validate.json --no-plot
+  plait model validate --pool --from results/S1-6/20261121-084354 --from results/S1-6/20261121-102002`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			jobs, err := validateJobs(cmd, args, adaSweep, sweepBase, from)
 			if err != nil {
@@ -94,7 +101,7 @@ Progress and the lab's output go to stderr, the table (or --json) to stdout; the
 			if err != nil {
 				return err
 			}
-			v := validation{lf: &lf, po: po, set: validatePaperSet{bytes: pf.bytes != "", segment: pf.segment != 0}}
+			v := validation{lf: &lf, po: po, set: validatePaperSet{bytes: pf.bytes != "", segment: pf.segment != 0}, pool: pool}
 			if cmd.Flags().Changed("compare") { // a lab run has only what it ran; --from, all
 				v.only = lf.compare
 			}
@@ -132,6 +139,7 @@ Progress and the lab's output go to stderr, the table (or --json) to stdout; the
 	f.StringVar(&outDir, "out", "results/validate", "folder for <time>/validate.json, validate.md and validate.png")
 	f.BoolVar(&noPlot, "no-plot", false, "write no PNG (no python3 needed)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of the table")
+	f.BoolVar(&pool, "pool", false, "one point per scenario and configuration: the median of every run of the lab runs with the same inputs")
 	pf.register(f)
 	return cmd
 }
@@ -202,6 +210,15 @@ type validation struct {
 	po   model.PaperOptions
 	set  validatePaperSet
 	only []string // configurations to report; nil: every one the models predict
+	pool bool
+}
+
+// labRun is a finished lab run, or several pooled: the summary validation reads and the
+// files it came from.
+type labRun struct {
+	job   validateJob
+	files []string
+	sum   *labSummary
 }
 
 // run runs the lab for each job that names a scenario, one after the other, and puts
@@ -219,6 +236,7 @@ func (v validation) run(cmd *cobra.Command, jobs []validateJob) (*validateReport
 	}
 	rep := &validateReport{Figure: "validate", Target: validateTarget}
 	progress := cmd.ErrOrStderr()
+	var done []labRun
 	run := 0
 	for _, j := range jobs {
 		file := j.summary
@@ -240,17 +258,101 @@ func (v validation) run(cmd *cobra.Command, jobs []validateJob) (*validateReport
 		if err != nil {
 			return nil, labs, err
 		}
-		pts, err := validatePoints(sum, file, j.group, j.label, v.only, v.po, v.set)
-		if err != nil {
-			return nil, labs, fmt.Errorf("%s: %w", file, err)
+		r := labRun{job: j, files: []string{file}, sum: sum}
+		if v.pool {
+			done = append(done, r)
+			continue
 		}
-		for _, p := range pts {
-			fmt.Fprintf(progress, "   %s %s: measured %s, paper %s (%s), Plait %s (%s)\n", p.Scenario, p.Config,
-				modelRate(p.Measured), checkRate(p.Paper), checkAccuracy(p.Paper), modelRate(p.Plait.Predicted), fmtAccuracy(p.Plait.Accuracy))
+		if err := v.addPoints(rep, r, progress); err != nil {
+			return nil, labs, err
 		}
-		rep.Points = append(rep.Points, pts...)
+	}
+	for _, r := range poolRuns(done) {
+		if err := v.addPoints(rep, r, progress); err != nil {
+			return nil, labs, err
+		}
 	}
 	return rep, labs, nil
+}
+
+// addPoints puts both models beside every configuration of a (pooled) lab run.
+func (v validation) addPoints(rep *validateReport, r labRun, progress io.Writer) error {
+	pts, err := validatePoints(r.sum, r.files[0], r.job.group, r.job.label, v.only, v.po, v.set)
+	if err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(r.files, ", "), err)
+	}
+	for i := range pts {
+		p := &pts[i]
+		if len(r.files) > 1 {
+			p.Pooled = r.files
+		}
+		fmt.Fprintf(progress, "   %s %s: measured %s, paper %s (%s), Plait %s (%s)\n", p.Scenario, p.Config,
+			modelRate(p.Measured), checkRate(p.Paper), checkAccuracy(p.Paper), modelRate(p.Plait.Predicted), fmtAccuracy(p.Plait.Accuracy))
+	}
+	rep.Points = append(rep.Points, pts...)
+	return nil
+}
+
+// poolRuns merges the runs of one scenario whose inputs (paths, ideal link, the path run
+// as single best, traffic, shape, encapsulation) are the same, in the order they first
+// appear; the model's reasons for the single best path may differ.
+func poolRuns(runs []labRun) []labRun {
+	var out []labRun
+	var members [][]labResult // every lab run's configurations, flattened, per merged run
+	at := map[string]int{}
+	for _, r := range runs {
+		in, _ := json.Marshal([]any{r.sum.Scenario, r.sum.Paths, r.sum.Ideal, r.sum.SingleBest.Index, r.sum.Traffic, r.sum.Shape, r.sum.Encap})
+		i, ok := at[string(in)]
+		if !ok {
+			i = len(out)
+			at[string(in)] = i
+			s := *r.sum
+			out = append(out, labRun{job: r.job, sum: &s})
+			members = append(members, nil)
+		}
+		out[i].files = append(out[i].files, r.files...)
+		members[i] = append(members[i], r.sum.Configs...)
+	}
+	for i := range out {
+		out[i].sum.Configs = poolConfigs(members[i])
+	}
+	return out
+}
+
+// poolConfigs merges the results of each configuration, in the order they first appear:
+// all their runs, their median as the goodput, and the retransmissions of the result
+// whose own goodput is nearest to it (summary.json keeps them for its median run only). A
+// configuration that failed in one lab run keeps the others' runs; one that failed in all
+// stays failed.
+func poolConfigs(results []labResult) []labResult {
+	var out []labResult
+	for _, r := range results {
+		if slices.ContainsFunc(out, func(o labResult) bool { return o.Config == r.Config }) {
+			continue
+		}
+		var ok []labResult
+		var runs []float64
+		for _, s := range results {
+			if s.Config != r.Config || s.Error != "" || !(s.Goodput > 0) {
+				continue
+			}
+			ok = append(ok, s)
+			if len(s.Runs) == 0 {
+				runs = append(runs, s.Goodput)
+			}
+			runs = append(runs, s.Runs...)
+		}
+		if len(ok) == 0 {
+			out = append(out, r)
+			continue
+		}
+		med := median(runs)
+		near := slices.MinFunc(ok, func(a, b labResult) int {
+			return cmp.Compare(math.Abs(a.Goodput-med), math.Abs(b.Goodput-med))
+		})
+		out = append(out, labResult{Config: r.Config, Goodput: med, Runs: runs, Retransmits: near.Retransmits})
+	}
+	return out
 }
 
 // adaScenario is base with its paths' one-way delays spread by model.Spread from the
@@ -312,9 +414,11 @@ func jobsFrom(name string) ([]validateJob, error) {
 	var jobs []validateJob
 	seen := map[string]bool{}
 	for _, p := range probe.Points {
-		if !seen[p.Summary] {
-			seen[p.Summary] = true
-			jobs = append(jobs, validateJob{group: p.Group, label: p.Label, summary: p.Summary})
+		for _, f := range append([]string{p.Summary}, p.Pooled...) {
+			if !seen[f] {
+				seen[f] = true
+				jobs = append(jobs, validateJob{group: p.Group, label: p.Label, summary: f})
+			}
 		}
 	}
 	return jobs, nil
@@ -380,6 +484,7 @@ type validatePoint struct {
 	Plait       modelCheck  `json:"plait"`
 	Limit       model.Limit `json:"plait_limit"`
 	Summary     string      `json:"summary"`
+	Pooled      []string    `json:"pooled,omitempty"` // with --pool, every summary whose runs it has
 }
 
 type validateFailure struct {
@@ -522,7 +627,7 @@ func validateRows(rep *validateReport) [][]string {
 	for _, p := range rep.Points {
 		runs, repeat := "-", "-"
 		if len(p.Runs) > 1 {
-			runs = fmt.Sprintf("%.3g–%.3g", slices.Min(p.Runs)/1e6, slices.Max(p.Runs)/1e6)
+			runs = fmt.Sprintf("%.3g–%.3g (%d)", slices.Min(p.Runs)/1e6, slices.Max(p.Runs)/1e6, len(p.Runs))
 		}
 		if p.Repeat != nil {
 			repeat = fmtAccuracy(*p.Repeat)
@@ -553,7 +658,7 @@ func validateVerdict(rep *validateReport) []string {
 	// The median, as one run that collapsed can make an accuracy any negative number.
 	span := func(xs []float64) string {
 		slices.Sort(xs)
-		return fmt.Sprintf("median %s over %d points (%s to %s)", fmtAccuracy(xs[len(xs)/2]), len(xs), fmtAccuracy(xs[0]), fmtAccuracy(xs[len(xs)-1]))
+		return fmt.Sprintf("median %s over %d points (%s to %s)", fmtAccuracy(median(xs)), len(xs), fmtAccuracy(xs[0]), fmtAccuracy(xs[len(xs)-1]))
 	}
 	var out []string
 	if len(plait) > 0 {
@@ -570,10 +675,48 @@ func validateVerdict(rep *validateReport) []string {
 	if len(paper) > 0 {
 		out = append(out, "seed 002's model (rr): "+span(paper))
 	}
+	if by := validateByLinks(rep); by != "" {
+		out = append(out, by)
+	}
 	for _, f := range rep.Failed {
 		out = append(out, fmt.Sprintf("lab run of %s failed: %s", f.Scenario, f.Error))
 	}
 	return out
+}
+
+// median is the middle of xs, or the mean of the two middle ones for an even count.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	return (s[(n-1)/2] + s[n/2]) / 2
+}
+
+// validateByLinks is the median accuracy at each link count, as seed 002 reports its
+// model's (per link count, 2–8 links of S1), with the paper's beside it; empty for one
+// link count.
+func validateByLinks(rep *validateReport) string {
+	byLinks := map[int][2][]float64{} // Plait's, the paper's
+	for _, p := range rep.Points {
+		acc := byLinks[p.Links]
+		acc[0] = append(acc[0], p.Plait.Accuracy)
+		if p.Paper != nil {
+			acc[1] = append(acc[1], p.Paper.Accuracy)
+		}
+		byLinks[p.Links] = acc
+	}
+	if len(byLinks) < 2 {
+		return ""
+	}
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(byLinks)) {
+		acc := byLinks[n]
+		part := fmt.Sprintf("%d links %s", n, fmtAccuracy(median(acc[0])))
+		if len(acc[1]) > 0 {
+			part += fmt.Sprintf(" (paper %s)", fmtAccuracy(median(acc[1])))
+		}
+		parts = append(parts, part)
+	}
+	return "median by link count, Plait's predictor (seed 002's model): " + strings.Join(parts, ", ")
 }
 
 func printValidation(w io.Writer, rep *validateReport) error {
@@ -599,7 +742,8 @@ func validationMarkdown(rep *validateReport) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Prediction accuracy against the lab\n\n")
 	b.WriteString("Accuracy is eq. (24) of seed 002, 1 − |measured − predicted| / measured. Measured is the lab's\n")
-	b.WriteString("goodput (summary.json: the median run; runs gives the range of all, Mbit/s); lab repeat is the\n")
+	b.WriteString("goodput (summary.json: the median run; runs gives the range of all, Mbit/s, and their number;\n")
+	b.WriteString("a pooled point takes the median of every run of the lab runs it pools); lab repeat is the\n")
 	b.WriteString("same accuracy of that median against the run farthest from it, the lab predicting itself. The\n")
 	b.WriteString("paper's model predicts rr only.\n\n")
 	for i, r := range validateRows(rep) {

@@ -209,7 +209,7 @@ func TestModelValidateFrom(t *testing.T) {
 		t.Fatalf("validate.json: %v", runs)
 	}
 	md, err := os.ReadFile(filepath.Join(filepath.Dir(runs[0]), "validate.md"))
-	if err != nil || !bytes.Contains(md, []byte("| T2 | 2 | 30ms | 4 Mbit/s | ideal | 11.4 Mbit/s | 10.3–12.5 |")) {
+	if err != nil || !bytes.Contains(md, []byte("| T2 | 2 | 30ms | 4 Mbit/s | ideal | 11.4 Mbit/s | 10.3–12.5 (3) |")) {
 		t.Errorf("validate.md: %v\n%s", err, md)
 	}
 	if plot {
@@ -230,6 +230,57 @@ func TestModelValidateFrom(t *testing.T) {
 	}
 	if len(rep.Points) != 1 || rep.Points[0].Config != "rr" || rep.Points[0].Group != groupRuns || rep.Points[0].Paper == nil {
 		t.Errorf("re-evaluation: %+v", rep.Points)
+	}
+}
+
+// TestModelValidatePool checks that --pool merges the lab runs of a scenario with the
+// same inputs, and only those, into one point per configuration measured by the median
+// of all their runs, and that a pooled validate.json pools the same runs again.
+func TestModelValidatePool(t *testing.T) {
+	dir := t.TempDir()
+	a := testSummary(scenario.ShapeParallel)
+	b := testSummary(scenario.ShapeParallel)
+	b["configs"] = []any{map[string]any{"config": "rr", "goodput_bps": 5e6, "retransmits": 20, "goodput_runs_bps": []float64{4.5e6, 5e6, 5.5e6}}}
+	b["single_best"].(map[string]any)["reason"] = "the model's single-path prediction, 7 Mbit/s"
+	c := testSummary(scenario.ShapeParallel)
+	c["paths"].([]any)[1].(map[string]any)["queue"] = 60
+	fa := writeTestSummary(t, filepath.Join(dir, "a"), a)
+	fb := writeTestSummary(t, filepath.Join(dir, "b"), b)
+	fc := writeTestSummary(t, filepath.Join(dir, "c"), c)
+
+	validate := func(args ...string) []validatePoint {
+		t.Helper()
+		out, err := runModel(t, append([]string{"validate", "--compare", "rr", "--json", "--no-plot", "--out", filepath.Join(dir, "v")}, args...)...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var rep validateReport
+		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		return rep.Points
+	}
+	if pts := validate("--from", fa, "--from", fb, "--from", fc); len(pts) != 3 {
+		t.Fatalf("without --pool: %d points, want one per lab run", len(pts))
+	}
+	pts := validate("--pool", "--from", fa, "--from", fb, "--from", fc)
+	if len(pts) != 2 {
+		t.Fatalf("--pool: %d points, want 2 (c's queue differs): %+v", len(pts), pts)
+	}
+	p := pts[0]
+	if len(p.Runs) != 6 || math.Abs(p.Measured-5.9e6) > 1 || p.Retransmits != 20 || !slices.Equal(p.Pooled, []string{fa, fb}) {
+		t.Errorf("pooled: measured %v, runs %v, retransmits %d, pooled %v; want 5.9e6 (between the middle two of six), b's 20, a and b",
+			p.Measured, p.Runs, p.Retransmits, p.Pooled)
+	}
+	if pts[1].Summary != fc || pts[1].Pooled != nil || pts[1].Measured != 7e6 {
+		t.Errorf("c: %+v", pts[1])
+	}
+
+	saved, _ := filepath.Glob(filepath.Join(dir, "v", "*", "validate.json"))
+	slices.Sort(saved)
+	again := validate("--pool", "--from", saved[len(saved)-1])
+	if len(again) != 2 || again[0].Measured != p.Measured || len(again[0].Runs) != 6 {
+		t.Errorf("re-read pooled validate.json: %+v", again)
 	}
 }
 
