@@ -158,7 +158,16 @@
 // every state change: scripts/recovery.bt):
 //
 //   - Slow start doubles W every R̄ until BDP, where HyStart ends it as the queues start
-//     to fill (S1-3 wrr left it at cwnd 338-355 against a BDP of 326).
+//     to fill (S1-3 wrr left it at cwnd 338-355 against a BDP of 326). That needs the
+//     lane with the smallest round trip to queue too: cubic's HyStart takes its delay
+//     samples from the segment sent last among those an ACK newly covers (or SACKs), on
+//     a striped flow mostly a fast lane's, and compares the smallest of a round with
+//     min_rtt. wrr fills all queues together and ends slow start there (3-72
+//     retransmissions in the first 2 s in 20 of 21 runs of S1-2…8 at 25e824a); under rr
+//     only the bottleneck lane queues, slow start runs on until its queue overflows
+//     (410-1596 retransmissions in the first 2 s in 18 of 21 runs), and the cut leaves
+//     cubic a W_max far above the pipe. P10 does not follow that overshoot yet; on S1-6
+//     rr the climb back past that W_max is what overflows again 11-15 s in (below).
 //   - RACK's window ρ = min(k·m/4, R̂) starts at k = 1. While the lateness at empty
 //     queues s (P8's skew without queueing) exceeds ρ, a recovery episode comes every
 //     R̂ + m + ρ (it lasts an in-order round trip, then the next late segment is marked
