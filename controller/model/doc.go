@@ -219,7 +219,16 @@
 // the late lane's resent segments, so ρ never covered it (1.7-2.0 Mbit/s against 96).
 // Whether a cascade follows an overflow also varies (S1-3 wrr: 4 of 6 runs; P10 predicts
 // it always), and S1-6 rr's window exceeded BDP + B far (cwnd 225-285 against 159) before
-// its cascades, for reasons not measured.
+// its cascades. The sender's own counts (ss -ti every 0.5 s through a run) say why: the
+// flow is cwnd-limited (unacked − sacked = cwnd), but far fewer segments are SACKed than
+// have arrived out of order. On the plateau, cwnd 209, unacked 270 and sacked 61, while
+// the paths hold about 150 (2150 packets/s over the measured one-way delays, 43 ms on
+// average, and the ACKs' return); just before the overflow, cwnd 286, unacked 392 (2150/s
+// over the 182 ms in-order round trip with lane vi's queue full) and sacked 106. Until
+// the cumulative ACK, a segment counts in the pipe unless a SACK block has reported it
+// (three blocks an ACK, over six interleaved lanes, presumably miss many of the islands):
+// the pipe was about three quarters of the in-order round trip's packets, not the mean
+// round trip's that P3 and P10 take. One run, not yet a rule.
 //
 // # Choosing paths (BestSubset)
 //
