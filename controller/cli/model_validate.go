@@ -695,14 +695,18 @@ func median(xs []float64) float64 {
 // model's (per link count, 2–8 links of S1), with the paper's beside it; empty for one
 // link count.
 func validateByLinks(rep *validateReport) string {
-	byLinks := map[int][2][]float64{} // Plait's, the paper's
+	type accuracies struct{ plait, paper []float64 }
+	byLinks := map[int]*accuracies{}
 	for _, p := range rep.Points {
 		acc := byLinks[p.Links]
-		acc[0] = append(acc[0], p.Plait.Accuracy)
-		if p.Paper != nil {
-			acc[1] = append(acc[1], p.Paper.Accuracy)
+		if acc == nil {
+			acc = &accuracies{}
+			byLinks[p.Links] = acc
 		}
-		byLinks[p.Links] = acc
+		acc.plait = append(acc.plait, p.Plait.Accuracy)
+		if p.Paper != nil {
+			acc.paper = append(acc.paper, p.Paper.Accuracy)
+		}
 	}
 	if len(byLinks) < 2 {
 		return ""
@@ -710,9 +714,9 @@ func validateByLinks(rep *validateReport) string {
 	var parts []string
 	for _, n := range slices.Sorted(maps.Keys(byLinks)) {
 		acc := byLinks[n]
-		part := fmt.Sprintf("%d links %s", n, fmtAccuracy(median(acc[0])))
-		if len(acc[1]) > 0 {
-			part += fmt.Sprintf(" (paper %s)", fmtAccuracy(median(acc[1])))
+		part := fmt.Sprintf("%d links %s", n, fmtAccuracy(median(acc.plait)))
+		if len(acc.paper) > 0 {
+			part += fmt.Sprintf(" (paper %s)", fmtAccuracy(median(acc.paper)))
 		}
 		parts = append(parts, part)
 	}

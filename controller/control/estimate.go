@@ -233,10 +233,7 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	// Busy means a standing queue throughout the report: even its quickest packet queued.
 	// A mean queue is not enough: slow start's bursts fill a queue and let it drain
 	// within every round trip, and counted as busy they made A2's 7 Mbit/s path 3.7.
-	standing := est.Queue
-	if !math.IsNaN(o.OwdMin) && !math.IsNaN(est.Base) {
-		standing = o.OwdMin - est.Base
-	}
+	standing := standingQueue(o, est)
 	est.Busy = dRx >= 2 && standing > max(minBusyQueueUs, 2*serial)
 	if dRx > 0 && !math.IsNaN(standing) {
 		e.floors = append(e.floors, timed{o.At, standing})
@@ -366,6 +363,15 @@ func (e *pathEstimator) busyRate() (float64, bool) {
 		return 0, false
 	}
 	return float64(sub(b.bytes, a.bytes)) * 8 / dt.Seconds(), true
+}
+
+// standingQueue is the queue a report's quickest packet met, µs (its one-way delay over
+// the base), or the estimated queue when either is not measured.
+func standingQueue(o Observation, est *Estimate) float64 {
+	if math.IsNaN(o.OwdMin) || math.IsNaN(est.Base) {
+		return est.Queue
+	}
+	return o.OwdMin - est.Base
 }
 
 // deliveredRate is the delivery rate over the whole recent history, a floor of capacity.

@@ -40,12 +40,11 @@ func (t *tracer) row(cols []string) { t.w.Write(cols) }
 // path records one path's observation and the estimate it led to.
 func (t *tracer) path(d *direction, i int, o Observation, e *pathEstimator) {
 	est := &e.est
-	standing := o.OwdMin - est.Base
 	t.row([]string{
 		fmt.Sprintf("%.3f", o.At.Sub(t.start).Seconds()), fmt.Sprint(d.tunnel.ID), d.from, d.to, d.paths[i],
 		fmt.Sprint(est.RxPackets), traceNum(o.RxBps), traceNum(o.TxBps), traceNum(o.OwdMin), traceNum(o.OwdMean), traceNum(o.Queue), traceNum(o.InFlight),
 		traceNum(o.DispBps), fmt.Sprint(o.DispN), fmt.Sprint(o.OthersBusy),
-		fmt.Sprint(est.Alive), traceNum(est.Base), traceNum(standing), traceNum(est.Queue), fmt.Sprint(est.Busy), traceNum(est.Capacity),
+		fmt.Sprint(est.Alive), traceNum(est.Base), traceNum(standingQueue(o, est)), traceNum(est.Queue), fmt.Sprint(est.Busy), traceNum(est.Capacity),
 		fmt.Sprint(est.CapacityKnown), fmt.Sprintf("%.6f", est.Loss), fmt.Sprintf("%.6f", est.Late),
 	})
 }
