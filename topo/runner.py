@@ -56,7 +56,8 @@ def read_mib(pid, table):
 
 
 # The sender's loss-recovery events (TcpExt): whether a run's retransmissions were
-# spurious and undone (DSACK or timestamps) or cost the window is read from these.
+# spurious and undone (DSACK or timestamps) or cost the window is read from these, and
+# how slow start ended (HyStart's ACK-train or delay test, with the window it left).
 TCP_EVENTS = [
     "TCPSackRecovery",
     "TCPFastRetrans",
@@ -71,6 +72,10 @@ TCP_EVENTS = [
     "TCPPartialUndo",
     "TCPLossUndo",
     "TCPSpuriousRTOs",
+    "TCPHystartTrainDetect",
+    "TCPHystartTrainCwnd",
+    "TCPHystartDelayDetect",
+    "TCPHystartDelayCwnd",
 ]
 
 
