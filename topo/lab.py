@@ -57,7 +57,7 @@ def check_prerequisites(plan):
             )
     if "mptcp" in plan["scenario"]["compare"] and not shutil.which("mptcpize"):
         raise LabError(
-            "mptcpize is not installed: apt-get install mptcpd (or drop mptcp from compare)"
+            "mptcpize is not installed: apt-get install mptcpize (or drop mptcp from compare)"
         )
     if not os.access(plan["plait"], os.X_OK):
         raise LabError(

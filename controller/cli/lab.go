@@ -38,7 +38,7 @@ them in each configuration of the scenario's compare list:
   auto         Plait steered by the controller
 
 SCENARIO is a file or the name of a shipped scenario (plait lab ls). The lab needs root,
-Mininet, iperf3 and mptcpd (make deps installs them).`,
+Mininet, iperf3 and mptcpize (make deps installs them).`,
 	}
 	cmd.AddCommand(newLabRunCmd(), newLabUpCmd(), newLabLsCmd(), newLabCleanCmd())
 	return cmd
