@@ -233,6 +233,27 @@
 // 704-922, unacked 763-958, sacked 36-59 (0.92-0.96), where the in-order and the mean
 // round trip differ little. Three runs, not yet a rule.
 //
+// How deep S1-6 rr's cascades go, from the kernel's own state changes (scripts/recovery.bt
+// beside `plait lab run s1-6 --compare rr --repeat 3` at 0b94f1f; 14.7, 19.2 and 16.1
+// Mbit/s): each is a chain of recovery episodes back to back, every one ending with
+// segments already marked lost, so that the ACK that ends one opens the next and cuts
+// ssthresh again: 290 → 203 → 142 → 99 → 69 → 48 → 33 → 23 → 16 → 11 in 1.8 s in one
+// run, 448 → 313 → 219 → 153 → 30 → 21 → 14 → 9 in 1.4 s in another (its slow start had
+// overshot to 627 and waited out a timeout), with no timeout in the chains; 121 and 155
+// of the runs' 1267 and 1206 resends were marked lost again (TCPLostRetransmit), the
+// resends the split put on the late lane. Both then climbed from 9-11 back to 304 in
+// 10.8 s and cascaded again (at 18.9 and 13.8 s); the third run's episodes were undone
+// in part and held ssthresh at 126-168. So the cascade ends at about ten segments, not
+// at BDP. The rule that the chain goes on until an episode's resends, F_K·W of them,
+// are as likely as not to miss the bottleneck lanes K (W ≤ ln 2/(F_K·ln(1/(1 − F_K))),
+// 23 for S1-6) was tried against the day's runs (`plait model validate --pool --from`)
+// and rejected: it brings S1-6 rr from 24.8 to 18.9 Mbit/s (lab 12.6-21.5) and S1-7 rr
+// from 28.9 to 21.9 (lab 22-28.8), but predicts cascades to 2-15 segments on S1-2..5 rr,
+// whose runs keep 34-69 Mbit/s (old predictions 97.8-99.2 % accurate on S1-2/3 rr, 33.6
+// and 24.6 Mbit/s against 34.5 there). What keeps a lane late after the cut on S1-6..8
+// (the 4.4 Mbit/s lane vi, 40 ms behind the fastest) and not on S1-2..5 (15-25 ms) is
+// the open question.
+//
 // # Choosing paths (BestSubset)
 //
 // With ≤ 8 paths all 255 subsets are predicted (wrr also with the slowest path's weight
