@@ -249,8 +249,8 @@
 // 23 for S1-6) was tried against the day's runs (`plait model validate --pool --from`)
 // and rejected: it brings S1-6 rr from 24.8 to 18.9 Mbit/s (lab 12.6-21.5) and S1-7 rr
 // from 28.9 to 21.9 (lab 22-28.8), but predicts cascades to 2-15 segments on S1-2..5 rr,
-// whose runs keep 34-69 Mbit/s (old predictions 97.8-99.2 % accurate on S1-2/3 rr, 33.6
-// and 24.6 Mbit/s against 34.5 there). What keeps a lane late after the cut on S1-6..8
+// which the lab does not show: S1-2 rr 24.6 Mbit/s and S1-3 rr 33.6 against 34.5 and
+// 51.6 measured (33.6 and 51.7 without the rule). What keeps a lane late after the cut on S1-6..8
 // (the 4.4 Mbit/s lane vi, 40 ms behind the fastest) and not on S1-2..5 (15-25 ms) is
 // the open question.
 //
