@@ -252,7 +252,12 @@
 // which the lab does not show: S1-2 rr 24.6 Mbit/s and S1-3 rr 33.6 against 34.5 and
 // 51.6 measured (33.6 and 51.7 without the rule). What keeps a lane late after the cut on S1-6..8
 // (the 4.4 Mbit/s lane vi, 40 ms behind the fastest) and not on S1-2..5 (15-25 ms) is
-// the open question.
+// the open question. The same trace on S1-4 rr (two runs, 54.7 and 54.9 Mbit/s): both
+// overflowed at cwnd 476 (12.8 and 13.0 s) and stopped after two episodes, ssthresh 333 →
+// 233, the second ending with cwnd 116-138 and nothing marked lost; on S1-8 rr (one run,
+// 25.3 Mbit/s) chains of three and two, 442 → 309 → 186 → 130 and 462 → 323 → 226, where
+// the validation's two runs gave 13.7 and 18.8 Mbit/s. A chain's length varies from run
+// to run as much as from scenario to scenario.
 //
 // # Choosing paths (BestSubset)
 //
