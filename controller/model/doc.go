@@ -255,7 +255,8 @@
 // the open question. The same trace on S1-4 rr (two runs, 54.7 and 54.9 Mbit/s): both
 // overflowed at cwnd 476 (12.8 and 13.0 s) and stopped after two episodes, ssthresh 333 →
 // 233, the second ending with cwnd 116-138 and nothing marked lost; on S1-8 rr (one run,
-// 25.3 Mbit/s) chains of three and two, 442 → 309 → 186 → 130 and 462 → 323 → 226, where
+// 25.3 Mbit/s) a chain of three, 442 → 309 → 186 → 130 (3.1 s), and one of at least
+// five, 462 → 323 → 226 → 158 → 110 → 77 (17.1 s, still going when the run ended), where
 // the validation's two runs gave 13.7 and 18.8 Mbit/s. A chain's length varies from run
 // to run as much as from scenario to scenario.
 //
