@@ -321,11 +321,6 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	// brings. With every queue empty (after a congestion signal) the flow asks no more
 	// than the paths carry, and pairs read then lifted all four of S1-4's paths by 57 %
 	// at once, which over-fed one until the window collapsed.
-	//
-	// Before the first busy stretch a raise under load also waits for dispMin pairs: as
-	// raises only ratchet up, a few pairs read under load after restarts held A2's 5 and
-	// 7 Mbit/s paths at 6.2 and 8.7 and the split off 5:2:7 (TestControllerSurvivesRestarts
-	// failed about one run in ten).
 	if len(e.dispRates) > 0 {
 		rates := make([]float64, len(e.dispRates))
 		for i, d := range e.dispRates {
@@ -333,7 +328,7 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		}
 		m := median(rates)
 		switch {
-		case !e.busyKnown && (!est.CapacityKnown || o.At.Sub(e.lastData) >= busyKeep || len(rates) >= dispMin && m > est.Capacity):
+		case !e.busyKnown && (!est.CapacityKnown || m > est.Capacity || o.At.Sub(e.lastData) >= busyKeep):
 			est.Capacity, est.CapacityKnown = m, true
 		case len(rates) >= dispMin && m > pairRaise*est.Capacity && o.At.Sub(e.lastBusy) >= busyKeep && o.OthersBusy:
 			est.Capacity = m
