@@ -258,7 +258,12 @@
 // 25.3 Mbit/s) a chain of three, 442 → 309 → 186 → 130 (3.1 s), and one of at least
 // five, 462 → 323 → 226 → 158 → 110 → 77 (17.1 s, still going when the run ended), where
 // the validation's two runs gave 13.7 and 18.8 Mbit/s. A chain's length varies from run
-// to run as much as from scenario to scenario.
+// to run as much as from scenario to scenario. A second rule, that the cuts go on while
+// a window's refill of a queuing lane k (W·q_k, P4) on top of its lateness at empty
+// queues puts it beyond RACK's cap R̂, so until W ≤ (R̂ − s_k)/q_k (87 segments on S1-6,
+// 194 on S1-4), lifted the pooled accuracy on S1-6 and S1-8 rr from 54.3 and 24.6 % to
+// 91.8 and 81.7 % but dropped S1-2..5 rr from 97.5, 99.8, 97.2 and 89.1 % to 85.0, 71.6,
+// 66.8 and 65.8 %; it is not used either.
 //
 // # Choosing paths (BestSubset)
 //
