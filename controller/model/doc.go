@@ -233,7 +233,7 @@
 // 704-922, unacked 763-958, sacked 36-59 (0.92-0.96), where the in-order and the mean
 // round trip differ little. Three runs, not yet a rule.
 //
-// How deep S1-6 rr's cascades go, from the kernel's own state changes (scripts/recovery.bt
+// How deep rr's cascades go, from the kernel's own state changes (scripts/recovery.bt
 // beside `plait lab run s1-6 --compare rr --repeat 3` at 0b94f1f; 14.7, 19.2 and 16.1
 // Mbit/s): each is a chain of recovery episodes back to back, every one ending with
 // segments already marked lost, so that the ACK that ends one opens the next and cuts
@@ -243,27 +243,31 @@
 // of the runs' 1267 and 1206 resends were marked lost again (TCPLostRetransmit), the
 // resends the split put on the late lane. Both then climbed from 9-11 back to 304 in
 // 10.8 s and cascaded again (at 18.9 and 13.8 s); the third run's episodes were undone
-// in part and held ssthresh at 126-168. So the cascade ends at about ten segments, not
-// at BDP. The rule that the chain goes on until an episode's resends, F_K·W of them,
-// are as likely as not to miss the bottleneck lanes K (W ≤ ln 2/(F_K·ln(1/(1 − F_K))),
-// 23 for S1-6) was tried against the day's runs (`plait model validate --pool --from`)
-// and rejected: it brings S1-6 rr from 24.8 to 18.9 Mbit/s (lab 12.6-21.5) and S1-7 rr
-// from 28.9 to 21.9 (lab 22-28.8), but predicts cascades to 2-15 segments on S1-2..5 rr,
-// which the lab does not show: S1-2 rr 24.6 Mbit/s and S1-3 rr 33.6 against 34.5 and
-// 51.6 measured (33.6 and 51.7 without the rule). What keeps a lane late after the cut on S1-6..8
-// (the 4.4 Mbit/s lane vi, 40 ms behind the fastest) and not on S1-2..5 (15-25 ms) is
-// the open question. The same trace on S1-4 rr (two runs, 54.7 and 54.9 Mbit/s): both
-// overflowed at cwnd 476 (12.8 and 13.0 s) and stopped after two episodes, ssthresh 333 →
-// 233, the second ending with cwnd 116-138 and nothing marked lost; on S1-8 rr (one run,
-// 25.3 Mbit/s) a chain of three, 442 → 309 → 186 → 130 (3.1 s), and one of at least
-// five, 462 → 323 → 226 → 158 → 110 → 77 (17.1 s, still going when the run ended), where
-// the validation's two runs gave 13.7 and 18.8 Mbit/s. A chain's length varies from run
-// to run as much as from scenario to scenario. A second rule, that the cuts go on while
-// a window's refill of a queuing lane k (W·q_k, P4) on top of its lateness at empty
-// queues puts it beyond RACK's cap R̂, so until W ≤ (R̂ − s_k)/q_k (87 segments on S1-6,
-// 194 on S1-4), lifted the pooled accuracy on S1-6 and S1-8 rr from 54.3 and 24.6 % to
-// 91.8 and 81.7 % but dropped S1-2..5 rr from 97.5, 99.8, 97.2 and 89.1 % to 85.0, 71.6,
-// 66.8 and 65.8 %; it is not used either.
+// in part and held ssthresh at 126-168. So on S1-6 the cascade ends at about ten
+// segments, not at BDP. On S1-4 rr (two runs, 54.7 and 54.9 Mbit/s) both overflowed at
+// cwnd 476 (12.8 and 13.0 s) and stopped after two episodes, ssthresh 333 → 233, the
+// second ending with cwnd 116-138 and nothing marked lost; on S1-8 rr (one run, 25.3
+// Mbit/s) a chain of three, 442 → 309 → 186 → 130 (3.1 s), and one of at least five,
+// 462 → 323 → 226 → 158 → 110 → 77 (17.1 s, still going when the run ended), where the
+// validation's two runs gave 13.7 and 18.8 Mbit/s. A chain's length varies from run to
+// run as much as from scenario to scenario.
+//
+// Two rules for the depth were tried against the day's runs (`plait model validate
+// --pool --from`) and are not used:
+//   - the chain goes on until an episode's resends, F_K·W of them, are as likely as not
+//     to miss the bottleneck lanes K: W ≤ ln 2/(F_K·ln(1/(1 − F_K))), 23 for S1-6. It
+//     brings S1-6 rr from 24.8 to 18.9 Mbit/s (lab 12.6-21.5) and S1-7 rr from 28.9 to
+//     21.9 (lab 22-28.8), but predicts cascades to 2-15 segments on S1-2..5 rr, which the
+//     lab does not show: S1-2 rr 24.6 Mbit/s and S1-3 rr 33.6 against 34.5 and 51.6
+//     measured (33.6 and 51.7 without the rule);
+//   - the cuts go on while a window's refill of a queuing lane k (W·q_k, P4) on top of
+//     its lateness at empty queues puts it beyond RACK's cap R̂: W ≤ (R̂ − s_k)/q_k (87
+//     segments on S1-6, 194 on S1-4). It lifts the pooled accuracy on S1-6 and S1-8 rr
+//     from 54.3 and 24.6 % to 91.8 and 81.7 %, but drops S1-2..5 rr from 97.5, 99.8,
+//     97.2 and 89.1 % to 85.0, 71.6, 66.8 and 65.8 %.
+//
+// What keeps a lane late after the cut on S1-6..8 (the 4.4 Mbit/s lane vi, 40 ms behind
+// the fastest) and not on S1-2..5 (15-25 ms) is the open question.
 //
 // # Choosing paths (BestSubset)
 //
