@@ -184,10 +184,14 @@
 //     Otherwise the cut drains the queues unevenly, segments still queued fall further
 //     than ρ behind the drained lanes, and their copies overtake them: cuts by β stand
 //     until W ≤ BDP, a cascade (S1-3 wrr: 1016 → 169, 118 and 352 in three runs, 253
-//     here; S1-6 rr: 225-285 → 17-33), cubic's W_max then being (1 + β)/2 of the window
-//     before the last cut (fast convergence), and the cascade's DSACKs take ρ to R̂. W
-//     climbs back to BDP + B before P6's cycle begins, at the Reno-friendly rate in
-//     the lab (10 segments a second on S1-3 wrr), which outlasts the run.
+//     here), cubic's W_max then being (1 + β)/2 of the window before the last cut (fast
+//     convergence), and the cascade's DSACKs take ρ to R̂. Where a queueing lane is at
+//     least min_rtt late at empty queues behind a fastest lane that does not queue (rr
+//     on S1-6..8 and at ADA 40 ms; not on S1-2..5, 15-25 ms late, nor at ADA 20 ms,
+//     36 ms), the cuts go on to the initial window (S1-6 rr: 290 → 11, 448 → 9 and
+//     200 → 7 in chains of 1.4-1.8 s). W climbs back to BDP + B before P6's cycle
+//     begins, at the Reno-friendly rate in the lab (10 segments a second on S1-3 wrr),
+//     which outlasts the run.
 //
 // What P10 leaves out, measured: whether slow start survives its first episode. A fresh
 // connection has seen no reordering, and until it has, RACK marks with no reordering
@@ -266,8 +270,20 @@
 //     from 54.3 and 24.6 % to 91.8 and 81.7 %, but drops S1-2..5 rr from 97.5, 99.8,
 //     97.2 and 89.1 % to 85.0, 71.6, 66.8 and 65.8 %.
 //
-// What keeps a lane late after the cut on S1-6..8 (the 4.4 Mbit/s lane vi, 40 ms behind
-// the fastest) and not on S1-2..5 (15-25 ms) is the open question.
+// The rule P10 uses (a lane late by min_rtt or more, the fastest lane unqueued) is read
+// off where the lab's chains went deep and where they stopped, not derived. A traced
+// run (`bpftrace` with srtt, RACK's rtt and the scoreboard at every state change beside
+// `plait lab run s1-6 --compare rr --repeat 2` at 9849af4) shows what it stands for:
+// through two chains, 385 → 49 and 200 → 140 → 98 → 68 → 47 → 32 → 22 → 15 → 10 → 7 in
+// 1.6 s, srtt stayed at 60-77 ms, below lane vi's 83 ms round trip at an empty queue
+// (its resent segments give no sample, Karn's rule, and the faster lanes' SACKs pull
+// srtt down), and reo_wnd_steps had reached 23-35, so RACK's window was srtt itself;
+// every episode ended with 1-5 segments marked lost. Against the stored runs of the
+// day (`plait model validate --pool`, six runs a point) it brings S1-6, S1-7 and S1-8 rr
+// from 24.8, 28.9 and 32.9 Mbit/s to 18.2, 20.2 and 22.0 (lab medians 20.8, 18.9 and
+// 19.3; accuracy 80.5, 47.0 and 29.5 % to 87.3, 93.3 and 85.8 %) and ADA 40 ms rr from
+// 55.3 to 29.3 (lab 29.4), and leaves every other point as it was. Why the threshold is
+// a min_rtt, and why a chain ends near ten segments, is still open.
 //
 // # Choosing paths (BestSubset)
 //

@@ -54,6 +54,10 @@ func cubicRun(c course, tcp TCP) float64 {
 	for k := range c.l.f {
 		drain = max(drain, c.l.qpp[k]*c.l.buffer)
 	}
+	floor := bdp // where a cascade stops
+	if c.lateUnqueued() {
+		floor = float64(tcp.InitCwnd)
+	}
 
 	dt := max(c.rbar, d/maxSteps)
 	w, steps := float64(tcp.InitCwnd), 1.0
@@ -87,11 +91,12 @@ func cubicRun(c course, tcp TCP) float64 {
 			}
 			// The cut drains the queues unevenly, so segments still queued fall
 			// further behind the drained lanes than reo_wnd, and their copies
-			// overtake them: the cuts stand until no queue is left.
+			// overtake them: the cuts stand until no queue is left, or, with a
+			// lane late beyond what RACK allows in recovery, nearly no window.
 			cascaded = true
 			w = settle
 			cuts := 0
-			for w > bdp || cuts == 0 {
+			for w > floor || cuts == 0 {
 				w *= cubicBeta
 				cuts++
 			}
@@ -122,4 +127,27 @@ func cubicRun(c course, tcp TCP) float64 {
 		}
 	}
 	return delivered / (d - o)
+}
+
+// lateUnqueued reports whether a queueing lane is at least min_rtt late at empty queues
+// behind a fastest lane that never queues (rr on S1-6..8). In recovery Karn's rule
+// keeps the late lane's resent segments from sampling srtt, the faster lanes' SACKs
+// pull it below that lane's round trip, and with it RACK's window: the lab's chains of
+// episodes then went on to a few segments. The threshold is read off the lab (P10).
+func (c course) lateUnqueued() bool {
+	fast := 0
+	for k := range c.l.rtt {
+		if c.l.rtt[k] < c.l.rtt[fast] {
+			fast = k
+		}
+	}
+	if c.l.qpp[fast] > 0 {
+		return false
+	}
+	for k := range c.l.f {
+		if c.l.qpp[k] > 0 && lateness(c.l.rtt, c.l.jitter, k) >= c.rmin {
+			return true
+		}
+	}
+	return false
 }

@@ -33,3 +33,39 @@ func TestRunCascadesAfterOverflow(t *testing.T) {
 		t.Errorf("one path: %v over 11 s, %v over 20 s; want no loss from the overflow's one cut", short, mid)
 	}
 }
+
+// Under rr only the slowest-rate lane queues; where it is a min_rtt late behind the
+// fastest (S1-6's lane vi, 40 ms behind lane i) the cascade goes on to a few segments,
+// where one 5 ms earlier stops at the pipe (P10).
+func TestRunCascadeDeepensWithLaneLateByMinRTT(t *testing.T) {
+	s16 := func(vi time.Duration) []Path {
+		// S1-6 (topo/scenarios/s1-6.yaml).
+		return []Path{
+			{Rate: 35.9e6, Delay: ms(20), Queue: 299},
+			{Rate: 18.4e6, Delay: ms(35), Queue: 153},
+			{Rate: 33.3e6, Delay: ms(25), Queue: 278},
+			{Rate: 14.7e6, Delay: ms(45), Queue: 122},
+			{Rate: 14.8e6, Delay: ms(30), Queue: 123},
+			{Rate: 4.4e6, Delay: vi, Queue: 37},
+		}
+	}
+	run := func(paths []Path, mode Mode) float64 {
+		p, err := Predict(paths, Split{Mode: mode}, TCP{MSS: 1424, Overhead: 90, Duration: 20 * time.Second, Omit: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Goodput / p.Capacity
+	}
+	late, early := run(s16(ms(60)), RR), run(s16(ms(55)), RR)
+	t.Logf("rr: vi at 60 ms %.3f, at 55 ms %.3f of capacity", late, early)
+	if !(late < 0.85*early) {
+		t.Errorf("rr goodput/capacity %.3f with lane vi 40 ms late, %.3f with it 35 ms late; want the deep cascade to cost ≥ 15 %%", late, early)
+	}
+	// Under wrr every lane queues, the fast ones keep srtt up and the cascade stops at
+	// the pipe either way.
+	late, early = run(s16(ms(60)), WRR), run(s16(ms(55)), WRR)
+	t.Logf("wrr: vi at 60 ms %.3f, at 55 ms %.3f of capacity", late, early)
+	if !(late > 0.95*early) {
+		t.Errorf("wrr goodput/capacity %.3f with lane vi 40 ms late, %.3f with it 35 ms late; want no deep cascade", late, early)
+	}
+}
