@@ -176,9 +176,23 @@
 //   - Every episode restarts cubic's epoch, undone or not (Linux restores the window,
 //     not cubic's curve), so while they come W grows only on the Reno-friendly line,
 //     α = 3(1 − β)/(1 + β) segments per R̄ (3-12 segments a second in the lab). Once ρ
-//     covers s (never if s > R̂), cubic grows from the last epoch's W_0:
+//     covers s, cubic grows from the last epoch's W_0:
 //     W = max(W_max + C(τ − K)³, W_0 + ατ/R̄), K = ∛((W_max − W_0)/C), W_max = W_0
 //     (ADA 80 ms rr: cwnd 8 → 64 in 5.2 s; the formula gives 64).
+//   - A lane later than R̄ at empty queues (s_k > R̄) is never learnt: its first segments
+//     are resent (see below: RACK starts with no reordering window), Karn's rule takes no
+//     RTT sample from resent segments, and srtt, the cap of ρ, stays near the mean round
+//     trip (S1-4 at ADA 80 ms wrr: 100-150 ms against a lateness of 144; S1-6 rr in
+//     recovery: 60-77 ms, R̄ 56). So ρ is capped at R̄ for the run, the first episode
+//     ends slow start, and W grows on the Reno-friendly line only. (Under rr at ADA 80
+//     ms ρ stopped at 142 ms, by its steps rather than srtt, with the same result.) At ADA 80 ms (s = 144 ms; R̄ 112 ms under rr, 93 under
+//     wrr) this predicts rr 7.2 and wrr 10.0 Mbit/s where the lab gave 6.4-11.8 and
+//     1.5-2.0 (55 and 97 without the rule); on A2 (s = 90 ms; R̄ 63 and 72) rr 5.0 and
+//     wrr 11.5 (lab 4.7-5.3 and 9.1-12.9; 5.0 and 12.8 without); at ADA 40 ms wrr (s =
+//     72 ms, R̄ 67) 18.2 (lab 33-96; 96 without), and rr (R̄ 76) is left to the cascade
+//     below. Under wrr at ADA 80 ms the lab's cuts also stood (280 segments resent at 1.6
+//     Mbit/s, about lane iv's 14 % of them) where rr's were undone (35 resent at 7.1): P10
+//     does not tell the two apart.
 //   - Where P6 overflows, W meets BDP + B (S1-3 wrr: at 11-12 s; 12.2 s here). With one
 //     lane, or no queue longer than ρ, that is P6's first cycle and G holds from there.
 //     Otherwise the cut drains the queues unevenly, segments still queued fall further
@@ -209,7 +223,8 @@
 // 6 of 6 runs; at ADA 80 ms it fell in 8 of 8 (cwnd 1-5 within two seconds), at 40 ms in
 // 3 of 6 (a fourth fell later, from cwnd 750). But on A2, where copies on two of three
 // lanes overtake, wrr's slow start survived in 3 of 4 runs, so which runs lose it was not
-// reduced to a rule and P10 lets slow start run. The simplest rule, that a lane later
+// reduced to a rule, and P10 lets slow start run unless a lane is never learnt (above).
+// The simplest rule, that a lane later
 // than a whole min_rtt loses slow start (PRR keeping the timely lanes' share of the
 // initial window), was evaluated against the stored validation runs: it brings ADA 40 ms
 // rr from 55 to 36 Mbit/s (lab 24.8 and 28.9), ADA 80 ms rr from 55 to 23 (lab 4.3-7.6)
@@ -221,6 +236,7 @@
 // coming now and then and cubic never took off (4-10 Mbit/s against 55 predicted); wrr's
 // srtt stayed at 100-150 ms, below the lateness, because Karn's rule takes no sample from
 // the late lane's resent segments, so ρ never covered it (1.7-2.0 Mbit/s against 96).
+// Both are what the never-learnt rule above now follows.
 // Whether a cascade follows an overflow also varies (S1-3 wrr: 4 of 6 runs; P10 predicts
 // it always), and S1-6 rr's window exceeded BDP + B far (cwnd 225-285 against 159) before
 // its cascades. The sender's own counts (ss -ti every 0.5 s through a run) say why: the

@@ -46,6 +46,17 @@ func cubicRun(c course, tcp TCP) float64 {
 	if tcp.StaticReoWnd {
 		reoCap = reoStep
 	}
+	// A lane later than R̄ is never learnt: its resent segments give srtt no sample, srtt
+	// stays about R̄, and every packet of it is sent twice.
+	var unlearnt float64
+	for k := range c.l.f {
+		if lateness(c.l.rtt, c.l.jitter, k) > c.rbar {
+			unlearnt += c.l.f[k]
+		}
+	}
+	if unlearnt > 0 {
+		reoCap = min(reoCap, c.rbar)
+	}
 	var late float64 // P8's skew with the queues empty, as at the start
 	for k := range c.l.f {
 		late = max(late, lateness(c.l.rtt, c.l.jitter, k))
@@ -77,6 +88,9 @@ func cubicRun(c course, tcp TCP) float64 {
 			// A recovery episode lasts the in-order round trip; the next segment
 			// of the late lane is marked min_rtt + reo_wnd after it is sent.
 			nextEpisode = t + c.rhat + c.rmin + reo
+			if unlearnt > 0 {
+				slowStart = false // the first episode ends it, and nothing undoes that
+			}
 			if !slowStart {
 				epoch(t)
 			}

@@ -69,3 +69,24 @@ func TestRunCascadeDeepensWithLaneLateByMinRTT(t *testing.T) {
 		t.Errorf("wrr goodput/capacity %.3f with lane vi 40 ms late, %.3f with it 35 ms late; want no deep cascade", late, early)
 	}
 }
+
+// A lane later than the mean round trip R̄ at empty queues is never learnt (P10): slow
+// start ends at the first episode and the window grows on the Reno-friendly line for
+// the whole run, where a lane 10 ms earlier is learnt and cubic fills the split.
+func TestRunLaneLaterThanMeanRTTIsNeverLearnt(t *testing.T) {
+	run := func(slow time.Duration) float64 {
+		paths := []Path{{Rate: 100e6, Delay: ms(10), Queue: 800}, {Rate: 100e6, Delay: slow, Queue: 800}}
+		p, err := Predict(paths, Split{Mode: RR}, TCP{MSS: 1424, Overhead: 90, Duration: 20 * time.Second, Omit: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Goodput / p.Capacity
+	}
+	// Round trips 20 ms and 55 or 65 ms (ACKs back over the 10 ms lane): lateness 35 ms
+	// against R̄ 37.5 ms, or 45 ms against 42.5 ms.
+	learnt, never := run(ms(45)), run(ms(55))
+	t.Logf("lane at 45 ms: %.3f, at 55 ms: %.3f of capacity", learnt, never)
+	if !(learnt > 0.8) || !(never < 0.6*learnt) {
+		t.Errorf("goodput/capacity %.3f with the slow lane learnt, %.3f with it never learnt; want > 0.8 and < 0.6 of it", learnt, never)
+	}
+}
