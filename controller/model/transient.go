@@ -46,20 +46,15 @@ func cubicRun(c course, tcp TCP) float64 {
 	if tcp.StaticReoWnd {
 		reoCap = reoStep
 	}
-	// A lane later than R̄ is never learnt: its resent segments give srtt no sample, srtt
-	// stays about R̄, and every packet of it is sent twice.
-	var unlearnt float64
-	for k := range c.l.f {
-		if lateness(c.l.rtt, c.l.jitter, k) > c.rbar {
-			unlearnt += c.l.f[k]
-		}
-	}
-	if unlearnt > 0 {
-		reoCap = min(reoCap, c.rbar)
-	}
 	var late float64 // P8's skew with the queues empty, as at the start
 	for k := range c.l.f {
 		late = max(late, lateness(c.l.rtt, c.l.jitter, k))
+	}
+	// A lane later than R̄ is never learnt: its resent segments give srtt no sample, and
+	// srtt, the cap of reo_wnd, stays about R̄.
+	unlearnt := late > c.rbar
+	if unlearnt {
+		reoCap = min(reoCap, c.rbar)
 	}
 	var drain float64 // the longest queue at the overflow, which the cut drains
 	for k := range c.l.f {
@@ -88,7 +83,7 @@ func cubicRun(c course, tcp TCP) float64 {
 			// A recovery episode lasts the in-order round trip; the next segment
 			// of the late lane is marked min_rtt + reo_wnd after it is sent.
 			nextEpisode = t + c.rhat + c.rmin + reo
-			if unlearnt > 0 {
+			if unlearnt {
 				slowStart = false // the first episode ends it, and nothing undoes that
 			}
 			if !slowStart {
