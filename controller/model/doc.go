@@ -183,16 +183,17 @@
 //     are resent (see below: RACK starts with no reordering window), Karn's rule takes no
 //     RTT sample from resent segments, and srtt, the cap of ρ, stays near the mean round
 //     trip (S1-4 at ADA 80 ms wrr: 100-150 ms against a lateness of 144; S1-6 rr in
-//     recovery: 60-77 ms, R̄ 56). So ρ is capped at R̄ for the run, the first episode
-//     ends slow start, and W grows on the Reno-friendly line only. (Under rr at ADA 80
-//     ms ρ stopped at 142 ms, by its steps rather than srtt, with the same result.) At ADA 80 ms (s = 144 ms; R̄ 112 ms under rr, 93 under
-//     wrr) this predicts rr 7.2 and wrr 10.0 Mbit/s where the lab gave 6.4-11.8 and
-//     1.5-2.0 (55 and 97 without the rule); on A2 (s = 90 ms; R̄ 63 and 72) rr 5.0 and
-//     wrr 11.5 (lab 4.7-5.3 and 9.1-12.9; 5.0 and 12.8 without); at ADA 40 ms wrr (s =
-//     72 ms, R̄ 67) 18.2 (lab 33-96; 96 without), and rr (R̄ 76) is left to the cascade
-//     below. Under wrr at ADA 80 ms the lab's cuts also stood (280 segments resent at 1.6
-//     Mbit/s, about lane iv's 14 % of them) where rr's were undone (35 resent at 7.1): P10
-//     does not tell the two apart.
+//     recovery: 60-77 ms, R̄ 56). So ρ is capped at R̄ for the run, the first episode ends
+//     slow start, and W grows on the Reno-friendly line only. (Under rr at ADA 80 ms ρ
+//     stopped at 142 ms, by its steps rather than srtt, with the same result.) At ADA 80
+//     ms (s = 144 ms; R̄ 112 ms under rr, 93 under wrr) this predicts rr 7.2 and wrr 10.0
+//     Mbit/s where the lab gave 6.4-11.8 and 1.5-2.0 (55 and 97 without the rule); on A2
+//     (s = 90 ms; R̄ 63 and 72) rr 5.0 and wrr 11.5 (lab 4.7-5.3 and 9.1-12.9; 5.0 and
+//     12.8 without); at ADA 40 ms wrr (s = 72 ms, R̄ 67) 18.2 (lab 33-96; 96 without), and
+//     rr (R̄ 76) is left to the cascade below. Under wrr at ADA 80 ms the lab's window
+//     stayed at a few segments, with about lane iv's share (14 %) of the packets resent
+//     (280 at 1.6 Mbit/s), where rr's sender resent 35 at 7.1 Mbit/s: P10 does not tell
+//     the two apart.
 //   - Where P6 overflows, W meets BDP + B (S1-3 wrr: at 11-12 s; 12.2 s here). With one
 //     lane, or no queue longer than ρ, that is P6's first cycle and G holds from there.
 //     Otherwise the cut drains the queues unevenly, segments still queued fall further
