@@ -191,7 +191,7 @@
 //     (s = 90 ms; R̄ 63 and 72) rr 5.0 and wrr 11.5 (lab 4.7-5.3 and 9.1-12.9; 5.0 and
 //     12.8 without); at ADA 40 ms wrr (s = 72 ms, R̄ 67) 18.2 (lab 33-96; 96 without), and
 //     rr (R̄ 76) is left to the cascade below. Under wrr at ADA 80 ms the lab's window
-//     stayed at a few segments, with about lane iv's share (14 %) of the packets resent
+//     stayed near a dozen segments, with about lane iv's share (14 %) of the packets resent
 //     (280 at 1.6 Mbit/s), where rr's sender resent 35 at 7.1 Mbit/s: P10 does not tell
 //     the two apart.
 //   - Where P6 overflows, W meets BDP + B (S1-3 wrr: at 11-12 s; 12.2 s here). With one
