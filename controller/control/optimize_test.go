@@ -370,3 +370,33 @@ func TestOptimizerSignalTrigger(t *testing.T) {
 		t.Fatalf("signals at %v (%d counted), want the controller's at %v, a second after the trigger's, and 2 counted", at, o.signals, want)
 	}
 }
+
+// While a flow starts, A2's fast, small-share path b is fed more, within what it carries
+// at the flow's rate, so that HyStart sees its round trip in every round; at the split's
+// rate, or on paths of equal delay, the weights are the capacities.
+func TestOptimizerFeedsFastPathAtFlowStart(t *testing.T) {
+	caps, a2 := []float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}
+	for _, c := range []struct {
+		name   string
+		delays []float64
+		load   float64
+		want   float64 // path b's share
+	}{
+		{"A2 at 2 Mbit/s", a2, 2e6, feedShare},
+		{"A2 at 6 Mbit/s", a2, 6e6, feedRate * 2 / 6},
+		{"A2 at the split's rate", a2, 14e6, 2.0 / 14},
+		{"equal delays at 2 Mbit/s", []float64{50e3, 50e3, 50e3}, 2e6, 2.0 / 14},
+	} {
+		o := newOptimizer(3, t0)
+		got := o.decide(t0, known(caps, c.delays, c.load), "auto", nil, model.TCP{}).shares()
+		if math.Abs(got[1]-c.want) > 0.01 {
+			t.Errorf("%s: shares %.3f, want b at %.3f", c.name, got, c.want)
+		}
+	}
+	// Once the flow has filled the split, the start is over for good.
+	o := newOptimizer(3, t0)
+	o.decide(t0, known(caps, a2, 14e6), "auto", nil, model.TCP{})
+	if got := o.decide(t0.Add(100*time.Millisecond), known(caps, a2, 2e6), "auto", nil, model.TCP{}).shares(); math.Abs(got[1]-2.0/14) > 0.01 {
+		t.Errorf("after the split was filled: shares %.3f, want b at %.3f", got, 2.0/14)
+	}
+}
