@@ -58,6 +58,10 @@ const (
 	feedRate  = 0.45 // slow start doubles within a report or two: room for twice the rate
 	startDone = 0.9
 	startMax  = 3 * time.Second
+	// HyStart's delay threshold, µs: an eighth of the smallest round trip, clamped as the
+	// kernel clamps it (HYSTART_DELAY_MIN, HYSTART_DELAY_MAX).
+	hystartMin = 4e3
+	hystartMax = 16e3
 	// The ACKs of a striped direction return on a path that makes the round trip exceed the
 	// delay skew by this factor (see ackPath): Linux tolerates reordering up to a window
 	// that grows with DSACKs to at most the smoothed round trip.
@@ -542,12 +546,9 @@ func (o *optimizer) feedFast(now time.Time, ests []*pathEstimator, w []float64) 
 		o.starting = false
 		return w
 	}
-	ret := o.ackBase
-	if ret <= 0 {
-		ret = fastBase
-	}
+	ret := o.ackReturn(fastBase)
 	rtt := fastBase + ret
-	threshold := min(max(rtt/8, 4e3), 16e3)
+	threshold := min(max(rtt/8, hystartMin), hystartMax)
 	for i, e := range ests {
 		if i != fast && w[i] > 0 && e.est.Alive && (math.IsNaN(e.est.Base) || e.est.Base+ret <= rtt+threshold) {
 			return w
@@ -658,10 +659,16 @@ func (o *optimizer) flowRTT(ests []*pathEstimator, w []float64) float64 {
 	if total == 0 {
 		return math.NaN()
 	}
+	return meanBase/total + o.ackReturn(minBase)
+}
+
+// ackReturn is the base one-way delay of the direction's ACKs, µs: their path's once the
+// controller has routed them, until then the fastest path's (minBase).
+func (o *optimizer) ackReturn(minBase float64) float64 {
 	if o.ackBase > 0 {
-		return meanBase/total + o.ackBase
+		return o.ackBase
 	}
-	return meanBase/total + minBase
+	return minBase
 }
 
 // triggerFor is the sending agent's part of the early signal, for slow start: the

@@ -144,19 +144,15 @@ func cubicRun(c course, tcp TCP) float64 {
 // pull it below that lane's round trip, and with it RACK's window: the lab's chains of
 // episodes then went on to a few segments. The threshold is read off the lab (P10).
 func (c course) lateUnqueued() bool {
-	fast := 0
-	for k := range c.l.rtt {
-		if c.l.rtt[k] < c.l.rtt[fast] {
-			fast = k
-		}
-	}
-	if c.l.qpp[fast] > 0 {
-		return false
-	}
+	late := false
 	for k := range c.l.f {
-		if c.l.qpp[k] > 0 && lateness(c.l.rtt, c.l.jitter, k) >= c.rmin {
-			return true
+		if c.l.qpp[k] == 0 {
+			continue
 		}
+		if c.l.rtt[k] == c.rmin { // the fastest lane queues
+			return false
+		}
+		late = late || lateness(c.l.rtt, c.l.jitter, k) >= c.rmin
 	}
-	return false
+	return late
 }
