@@ -1,9 +1,10 @@
 """Results of a lab run: summary.json, summary.md and PNG plots (matplotlib, Agg).
 
 summary.json holds the scenario (paths, capacity_bps, the ideal link, the single-best
-choice, how goodput is measured) and per configuration: config, goodput_bps, efficiency
-(goodput / sum of path rates), vs_ideal (goodput / the ideal configuration's goodput),
-goodput_whole_bps and whole_vs_ideal (the same over the whole run, start included), retransmits, reordered_ratio (Plait's configurations; null for the others),
+choice, how goodput is measured) and per configuration: config, goodput_bps (the whole
+run), efficiency (goodput / sum of path rates), vs_ideal (goodput / the ideal
+configuration's goodput), goodput_steady_bps and steady_vs_ideal (the same from
+traffic.omit on), retransmits, reordered_ratio (Plait's configurations; null for the others),
 per_path_bytes, owd_mean_ms per path, and the time series behind the plots.
 """
 
@@ -52,8 +53,8 @@ def summarize(plan, results, switch_kind):
         c = {k: v for k, v in r.items() if k != "series"}
         c["efficiency"] = r["goodput_bps"] / cap
         c["vs_ideal"] = r["goodput_bps"] / ideal["goodput_bps"] if ideal else None
-        c["whole_vs_ideal"] = (
-            r["goodput_whole_bps"] / ideal["goodput_whole_bps"] if ideal else None
+        c["steady_vs_ideal"] = (
+            r["goodput_steady_bps"] / ideal["goodput_steady_bps"] if ideal else None
         )
         configs.append(c)
     return {
@@ -68,10 +69,10 @@ def summarize(plan, results, switch_kind):
         "single_best": plan["single_best"],
         "traffic": sc["traffic"],
         "goodput_rule": (
-            "iperf3 receiver bytes per 1 s interval, intervals starting before %gs left out, "
-            "the same for every configuration; with repeat > 1 the run with the median "
-            "goodput stands for its configuration; whole run: every interval, each "
-            "configuration's median run by that figure" % sc["traffic"]["omit_s"]
+            "iperf3 receiver bytes over the whole run, the same for every configuration; "
+            "with repeat > 1 the run with the median goodput stands for its configuration; "
+            "steady: the 1 s intervals starting at or after %gs, the median of the runs' "
+            "figures" % sc["traffic"]["omit_s"]
         ),
         "repeat": plan.get("repeat", 1),
         "lab": {
@@ -104,7 +105,7 @@ def markdown_table(summary):
         "goodput",
         "goodput / capacity",
         "goodput / ideal",
-        "whole run / ideal",
+        "steady / ideal",
         "retransmissions",
         "reordered",
         "rtt (ms)",
@@ -117,7 +118,7 @@ def markdown_table(summary):
             fmt_rate(c["goodput_bps"]) + spread(c),
             fmt_pct(c["efficiency"]),
             fmt_pct(c["vs_ideal"]),
-            fmt_pct(c["whole_vs_ideal"]),
+            fmt_pct(c["steady_vs_ideal"]),
             str(c["retransmits"]),
             fmt_pct(c["reordered_ratio"]),
             "-" if c.get("rtt_ms") is None else "%.0f" % c["rtt_ms"],

@@ -54,7 +54,8 @@ func newModelValidateCmd() *cobra.Command {
 		Use:   "validate SCENARIO…",
 		Short: "Run the lab for each scenario and report how well both models predicted it (eq. 24)",
 		Long: `Validate runs 'plait lab run' for each SCENARIO (a file or a shipped name) with the
-configurations the models predict, reads the goodput of summary.json, and puts beside it
+configurations the models predict, reads the steady goodput of summary.json (from the
+scenario's omit on), and puts beside it
 seed 002's model (rr) and Plait's predictor (every configuration) with the accuracy of
 eq. (24), 1 − |measured − predicted| / measured. With --repeat, measured is the median
 run, and "lab repeat" is the same accuracy of that median against the run farthest from
@@ -436,10 +437,12 @@ type labSummary struct {
 	Configs    []labResult `json:"configs"`
 }
 
+// labResult reads the steady goodput, from traffic.omit on, the span the models predict
+// (TCP.Omit), not the whole-run headline.
 type labResult struct {
 	Config      string    `json:"config"`
-	Goodput     float64   `json:"goodput_bps"`
-	Runs        []float64 `json:"goodput_runs_bps"`
+	Goodput     float64   `json:"goodput_steady_bps"`
+	Runs        []float64 `json:"goodput_steady_runs_bps"`
 	Retransmits int       `json:"retransmits"`
 	Error       string    `json:"error"`
 }

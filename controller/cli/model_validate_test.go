@@ -23,7 +23,7 @@ func testSummary(shape string) map[string]any {
 		return map[string]any{"name": name, "rate_bps": rate, "delay_ns": delayMs * 1e6, "jitter_ns": 0, "loss": 0, "queue": queue}
 	}
 	cfg := func(c string, bps float64) map[string]any {
-		return map[string]any{"config": c, "goodput_bps": bps, "retransmits": 10, "goodput_runs_bps": []float64{bps * 0.9, bps, bps * 1.1}}
+		return map[string]any{"config": c, "goodput_steady_bps": bps, "retransmits": 10, "goodput_steady_runs_bps": []float64{bps * 0.9, bps, bps * 1.1}}
 	}
 	return map[string]any{
 		"scenario":    "T2",
@@ -121,7 +121,7 @@ func TestValidatePoints(t *testing.T) {
 	}
 
 	sum := testSummary(scenario.ShapeParallel)
-	sum["configs"] = []any{map[string]any{"config": "rr", "goodput_bps": 0, "error": "iperf3 printed nothing"}}
+	sum["configs"] = []any{map[string]any{"config": "rr", "goodput_steady_bps": 0, "error": "iperf3 printed nothing"}}
 	file := writeTestSummary(t, t.TempDir(), sum)
 	s, err := readLabSummary(file)
 	if err != nil {
@@ -240,7 +240,7 @@ func TestModelValidatePool(t *testing.T) {
 	dir := t.TempDir()
 	a := testSummary(scenario.ShapeParallel)
 	b := testSummary(scenario.ShapeParallel)
-	b["configs"] = []any{map[string]any{"config": "rr", "goodput_bps": 5e6, "retransmits": 20, "goodput_runs_bps": []float64{4.5e6, 5e6, 5.5e6}}}
+	b["configs"] = []any{map[string]any{"config": "rr", "goodput_steady_bps": 5e6, "retransmits": 20, "goodput_steady_runs_bps": []float64{4.5e6, 5e6, 5.5e6}}}
 	b["single_best"].(map[string]any)["reason"] = "the model's single-path prediction, 7 Mbit/s"
 	c := testSummary(scenario.ShapeParallel)
 	c["paths"].([]any)[1].(map[string]any)["queue"] = 60

@@ -101,23 +101,24 @@ def test_goodput_leaves_out_the_warm_up():
             "intervals": [iv(0, 10), iv(1, 20), iv(2, 1000), iv(3, 3000)]
         }
     }
-    bps, secs, whole = runner.goodput(ip, 2)
-    assert secs == 2 and bps == 8 * 4000 / 2 and whole == 8 * 4030 / 4
-    assert runner.goodput(ip, 0) == (8 * 4030 / 4, 4, 8 * 4030 / 4)
+    whole, steady, secs = runner.goodput(ip, 2)
+    assert whole == 8 * 4030 / 4 and steady == 8 * 4000 / 2 and secs == 2
+    assert runner.goodput(ip, 0) == (8 * 4030 / 4, 8 * 4030 / 4, 4)
     # Without the server's intervals, the client's receiver summary.
     ip = {"end": {"sum_received": {"bits_per_second": 5e6, "seconds": 5}}}
-    assert runner.goodput(ip, 1) == (5e6, 5, 5e6)
+    assert runner.goodput(ip, 1) == (5e6, 5e6, 5)
 
 
 def test_median_run_takes_each_figure_s_median():
     rs = [
-        {"goodput_bps": 3, "goodput_whole_bps": 1},
-        {"goodput_bps": 1, "goodput_whole_bps": 3},
-        {"goodput_bps": 2, "goodput_whole_bps": 2.5},
+        {"goodput_bps": 3, "goodput_steady_bps": 1},
+        {"goodput_bps": 1, "goodput_steady_bps": 3},
+        {"goodput_bps": 2, "goodput_steady_bps": 2.5},
     ]
     m = runner.median_run(rs)
-    assert m["goodput_bps"] == 2 and m["goodput_whole_bps"] == 2.5
+    assert m["goodput_bps"] == 2 and m["goodput_steady_bps"] == 2.5
     assert m["goodput_runs_bps"] == [3, 1, 2]
+    assert m["goodput_steady_runs_bps"] == [1, 3, 2.5]
 
 
 def test_fmt_rate():
@@ -148,7 +149,7 @@ def fake_results():
         r = {
             "config": c,
             "goodput_bps": 6.5e6 - i * 3e5,
-            "goodput_whole_bps": 6e6 - i * 3e5,
+            "goodput_steady_bps": 6e6 - i * 3e5,
             "retransmits": 10 * i,
             "reordered_ratio": 0.1 * i if c in ("rr", "wrr", "auto") else None,
             "per_path_bytes": {"a": 1000 * i, "b": 400 * i},
@@ -198,7 +199,7 @@ def test_report(tmp_path):
     assert got["capacity_bps"] == 7e6
     ideal, auto = got["configs"][0], got["configs"][-1]
     assert ideal["vs_ideal"] == 1 and abs(auto["vs_ideal"] - 5e6 / 6.5e6) < 1e-9
-    assert ideal["whole_vs_ideal"] == 1 and abs(auto["whole_vs_ideal"] - 4.5e6 / 6e6) < 1e-9
+    assert ideal["steady_vs_ideal"] == 1 and abs(auto["steady_vs_ideal"] - 4.5e6 / 6e6) < 1e-9
     assert abs(auto["efficiency"] - 5e6 / 7e6) < 1e-9
     for c in got["configs"]:
         for k in (
