@@ -249,7 +249,7 @@ def plot_goodput(plt, out, summary):
         )
     ax.set_xticks(list(x))
     ax.set_xticklabels([c["config"] for c in cs])
-    ax.set_ylabel("goodput (Mbit/s)")
+    ax.set_ylabel("goodput over the whole run (Mbit/s)")
     ax.set_title("%s: goodput per configuration" % summary["scenario"])
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

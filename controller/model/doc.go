@@ -318,11 +318,10 @@
 // MSS and per-packet bytes (compact tunnel: MSS 1424, 90 bytes besides; plain TCP: 1448,
 // 66). `plait model validate` runs `plait lab run` for each scenario point with rr and
 // wrr (ideal and single-best on request), reads summary.json's goodput_steady_bps (from
-// omit on), calls Paper
-// (rr) with E = goodput·duration/8 and s = the MSS, and Predict with the run's TCP, and
-// reports Accuracy (eq. 24) per model, per link count and per ADA point (--ada-sweep
-// spreads a scenario's delays with Spread, in their order). --from re-evaluates finished
-// runs, so a change here is checked against the same measurements.
+// omit on), calls Paper (rr) with E = goodput·duration/8 and s = the MSS, and Predict
+// with the run's TCP, and reports Accuracy (eq. 24) per model, per link count and per ADA
+// point (--ada-sweep spreads a scenario's delays with Spread, in their order). --from
+// re-evaluates finished runs, so a change here is checked against the same measurements.
 //
 // # Plots
 //
