@@ -4,8 +4,8 @@ summary.json holds the scenario (paths, capacity_bps, the ideal link, the single
 choice, how goodput is measured) and per configuration: config, goodput_bps (the whole
 run), efficiency (goodput / sum of path rates), vs_ideal (goodput / the ideal
 configuration's goodput), goodput_steady_bps and steady_vs_ideal (the same from
-traffic.omit on), retransmits, reordered_ratio (Plait's configurations; null for the others),
-per_path_bytes, owd_mean_ms per path, and the time series behind the plots.
+traffic.omit on), retransmits, reordered_ratio (Plait's configurations; null for the
+others), per_path_bytes, owd_mean_ms per path, and the time series behind the plots.
 """
 
 import json

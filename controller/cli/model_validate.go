@@ -55,9 +55,9 @@ func newModelValidateCmd() *cobra.Command {
 		Short: "Run the lab for each scenario and report how well both models predicted it (eq. 24)",
 		Long: `Validate runs 'plait lab run' for each SCENARIO (a file or a shipped name) with the
 configurations the models predict, reads the steady goodput of summary.json (from the
-scenario's omit on), and puts beside it
-seed 002's model (rr) and Plait's predictor (every configuration) with the accuracy of
-eq. (24), 1 − |measured − predicted| / measured. With --repeat, measured is the median
+scenario's omit on), and puts beside it seed 002's model (rr) and Plait's predictor
+(every configuration) with the accuracy of eq. (24), 1 − |measured − predicted| /
+measured. With --repeat, measured is the median
 run, and "lab repeat" is the same accuracy of that median against the run farthest from
 it: how well the lab predicts itself, a bound on what any one prediction can reach.
 

@@ -163,7 +163,7 @@ func ParseTCPKnob(name string, value int) error {
 	return nil
 }
 
-// DefaultOmit is the warm-up left out of goodput when the file gives no traffic.omit
+// DefaultOmit is the warm-up left out of the steady goodput when the file gives no traffic.omit
 // (at most a fifth of the duration).
 const DefaultOmit = 2 * time.Second
 
