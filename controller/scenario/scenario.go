@@ -163,8 +163,8 @@ func ParseTCPKnob(name string, value int) error {
 	return nil
 }
 
-// DefaultOmit is the warm-up left out of the steady goodput when the file gives no traffic.omit
-// (at most a fifth of the duration).
+// DefaultOmit is the warm-up left out of the steady goodput when the file gives no
+// traffic.omit (at most a fifth of the duration).
 const DefaultOmit = 2 * time.Second
 
 // The raw types mirror the file; values stay strings until validation so that every
