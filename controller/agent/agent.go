@@ -22,6 +22,7 @@ import (
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/split"
 )
 
 // Agent is the core the daemon, the tests and the lab embed.
@@ -456,7 +457,7 @@ func (t *tunnel) clone() *tunnel {
 // SetWeights sets the wrr weights, one per path.
 func (a *Agent) SetWeights(_ context.Context, req *pb.SetWeightsRequest) (*pb.Tunnel, error) {
 	return a.update(req.TunnelId, func(t *tunnel) error {
-		if err := datapath.CheckWeights(req.Weights, len(t.paths)); err != nil {
+		if err := split.Check(req.Weights, len(t.paths)); err != nil {
 			return invalid("%v", err)
 		}
 		t.cfg.Weights = slices.Clone(req.Weights)

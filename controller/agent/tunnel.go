@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/split"
 	"github.com/plait/plait/wire"
 )
 
@@ -117,7 +118,7 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 			cfg.Weights[i] = 1
 		}
 	}
-	if err := datapath.CheckWeights(cfg.Weights, n); err != nil {
+	if err := split.Check(cfg.Weights, n); err != nil {
 		return nil, invalid("%v", err)
 	}
 

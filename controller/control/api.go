@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/plait/plait/api/plait/v1"
-	"github.com/plait/plait/ebpf/datapath"
 	"github.com/plait/plait/internal/sockrpc"
+	"github.com/plait/plait/split"
 )
 
 // DefaultSocket is where the controller serves its operator API unless told otherwise.
@@ -91,7 +91,7 @@ func (c *Controller) SetWeights(ctx context.Context, req *pb.ControllerWeightsRe
 	if len(req.Weights) == 0 {
 		d.override, d.manual = "auto", nil
 	} else {
-		if err := datapath.CheckWeights(req.Weights, len(d.paths)); err != nil {
+		if err := split.Check(req.Weights, len(d.paths)); err != nil {
 			c.mu.Unlock()
 			return nil, status.Errorf(codes.InvalidArgument, "%v (paths: %v)", err, d.paths)
 		}

@@ -18,7 +18,7 @@ import (
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller/p4info"
-	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/split"
 )
 
 // SplitSlots is the size of plait.p4's slot table (SPLIT_SLOTS).
@@ -254,7 +254,7 @@ func (s *switchConn) classifier(sp *Split, gen uint32) (*p4v1.TableEntry, error)
 }
 
 func (s *switchConn) slotEntries(sp *Split, gen uint32, shares []float64) ([]*p4v1.TableEntry, error) {
-	slots, err := datapath.SmoothWRR(shares, SplitSlots)
+	slots, err := split.Smooth(shares, SplitSlots)
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: split %d: %w", s.cfg.Name, sp.Index, err)
 	}
@@ -286,7 +286,7 @@ func (s *switchConn) setSplit(ctx context.Context, sp *Split, shares []float64) 
 	if same || !slices.ContainsFunc(shares, func(v float64) bool { return v > 0 }) {
 		return nil
 	}
-	if err := datapath.CheckWeights(shares, len(sp.Paths)); err != nil {
+	if err := split.Check(shares, len(sp.Paths)); err != nil {
 		return fmt.Errorf("switch %s: split %d: %w", s.cfg.Name, sp.Index, err)
 	}
 	next := 1 - live

@@ -59,7 +59,10 @@
 // P2, capacity of the split. rr and wrr give path i a share f_i of packets whatever the
 // load, so the path with the least rate per share saturates first:
 //
-//	X_cap = min_i b_i / f_i        (rr: n·min b_i; wrr with weights ∝ b_i: Σ b_i)
+//	X_cap = min_i b_i / f_i        (rr: n·min b_i; wrr with weights ∝ b_i: about Σ b_i)
+//
+// wrr's f_i are the host sender's slots, split.Apportion's whole shares of 1024, which is
+// what the packets get; the weights decide which paths saturate together (P4, P10).
 //
 // edpf sends each packet where it arrives first, so its paths fill together and deliver
 // in order: one link of rate Σ b_i whose every packet arrives at D = max_i d_i, the
@@ -179,6 +182,21 @@
 //     covers s, cubic grows from the last epoch's W_0:
 //     W = max(W_max + C(τ − K)³, W_0 + ατ/R̄), K = ∛((W_max − W_0)/C), W_max = W_0
 //     (ADA 80 ms rr: cwnd 8 → 64 in 5.2 s; the formula gives 64).
+//   - The lanes the weights saturate together do not queue alike: the slot table gives
+//     lane k δ_k = (f_k/F_K)/(w_k/W_K) − 1 more or less than its weight asks (Σ b_k δ_k
+//     = 0), and from the time the window first fills the pipe its queue gains δ_k
+//     seconds every second on the others, which P10 adds to its lateness, and to its
+//     queue when it checks for an overflow (the first lane full ends the climb). On
+//     S1-5 wrr lane iv, the latest, has 129 slots for 12.55 % of the rate (δ = +0.35 %)
+//     and lane v 129 for 12.64 % (−0.33 %): in the run's second half the receiver
+//     measured 62 ms of queue on iv against 7-15 ms on the others (the stats of `plait
+//     lab run s1-5`), every run had 34-52 recovery episodes and cubic grew on the Reno-
+//     friendly line, never reaching the queues' limit in 20 s. P10 then predicts 110
+//     Mbit/s (lab 110; 105 with level queues). On S1-7 lane iv drifts +0.45 % (63 ms of
+//     queue against 27 on lane i late in the run), but the lab's runs grew as cubic
+//     does until 12-13 s, so RACK's window was wider there than P10's steps make it;
+//     S1-3 and S1-4 put the extra slot on the earliest lane, which only shortens the
+//     others' lateness.
 //   - A lane later than R̄ at empty queues (s_k > R̄) is never learnt: its first segments
 //     are resent (see below: RACK starts with no reordering window), Karn's rule takes no
 //     RTT sample from resent segments, and srtt, the cap of ρ, stays near the mean round

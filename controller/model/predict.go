@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/plait/plait/split"
 )
 
 // Constants of Linux's stacks that the predictor uses (see doc.go for where each enters).
@@ -19,7 +21,7 @@ const (
 	sawtoothSteps = 64
 	// bottleneckTol treats paths whose rate/share is within this relative distance of
 	// the minimum as saturating together (capacity weights are never exact in floats).
-	bottleneckTol = 1e-9
+	bottleneckTol = 1e-2
 )
 
 // lanes is the flow as the predictor solves it: per used path its share of packets, base
@@ -31,6 +33,8 @@ type lanes struct {
 	lead     []float64 // queueing that exists even without excess window (EDPF), s
 	jitter   []float64 // s
 	qpp      []float64 // queueing per packet of excess window, s
+	qcap     []float64 // queueing a lane holds before it drops, s (0: it never queues)
+	drift    []float64 // queueing a saturated lane gains on the others, s per s (P10)
 	capacity float64   // wire bit/s the split can carry
 	buffer   float64   // excess packets the bottleneck queues hold before dropping
 	loss     float64   // random loss per packet
@@ -38,7 +42,7 @@ type lanes struct {
 
 // Predict returns the predicted goodput and behaviour of one Linux TCP flow striped over
 // paths by split. See the package documentation for the equations.
-func Predict(paths []Path, split Split, tcp TCP) (Prediction, error) {
+func Predict(paths []Path, sp Split, tcp TCP) (Prediction, error) {
 	tcp = tcp.WithDefaults()
 	if err := validatePaths(paths); err != nil {
 		return Prediction{}, fmt.Errorf("predict: %w", err)
@@ -46,43 +50,43 @@ func Predict(paths []Path, split Split, tcp TCP) (Prediction, error) {
 	if err := tcp.validate(); err != nil {
 		return Prediction{}, fmt.Errorf("predict: %w", err)
 	}
-	weights, err := splitWeights(paths, split)
+	weights, err := splitWeights(paths, sp)
 	if err != nil {
 		return Prediction{}, fmt.Errorf("predict: %w", err)
 	}
-	if split.Mode == EDPF {
+	if sp.Mode == EDPF {
 		return predictEDPF(paths, weights, tcp), nil
 	}
-	return solve(paths, fixedSplit(paths, weights, tcp), tcp), nil
+	return solve(paths, fixedSplit(paths, weights, sp.Mode, tcp), tcp), nil
 }
 
 // splitWeights checks the split and returns one non-negative weight per path.
-func splitWeights(paths []Path, split Split) ([]float64, error) {
-	if split.Mode < RR || split.Mode > EDPF {
-		return nil, fmt.Errorf("unknown mode %d", split.Mode)
+func splitWeights(paths []Path, sp Split) ([]float64, error) {
+	if sp.Mode < RR || sp.Mode > EDPF {
+		return nil, fmt.Errorf("unknown mode %d", sp.Mode)
 	}
 	w := make([]float64, len(paths))
-	if split.Weights == nil {
+	if sp.Weights == nil {
 		for i, p := range paths {
 			w[i] = 1
-			if split.Mode == WRR {
+			if sp.Mode == WRR {
 				w[i] = p.Rate
 			}
 		}
 		return w, nil
 	}
-	if len(split.Weights) != len(paths) {
-		return nil, fmt.Errorf("%d weights for %d paths: give one weight per path", len(split.Weights), len(paths))
+	if len(sp.Weights) != len(paths) {
+		return nil, fmt.Errorf("%d weights for %d paths: give one weight per path", len(sp.Weights), len(paths))
 	}
 	used := false
-	for i, x := range split.Weights {
+	for i, x := range sp.Weights {
 		if !(x >= 0) || math.IsInf(x, 0) {
 			return nil, fmt.Errorf("weight %v of %s: weights must be finite and at least 0", x, paths[i].label(i))
 		}
 		if x > 0 {
 			used = true
 			w[i] = x
-			if split.Mode != WRR {
+			if sp.Mode != WRR {
 				w[i] = 1
 			}
 		}
@@ -108,46 +112,67 @@ func reverseDelay(paths []Path, used []int, tcp TCP) float64 {
 }
 
 // fixedSplit builds the lanes of rr and wrr: every used path carries its share whatever
-// the load, so the path with the least rate per share saturates first (P2, P4).
-func fixedSplit(paths []Path, w []float64, tcp TCP) lanes {
+// the load, so the path with the least rate per share saturates first (P2, P4). wrr's
+// packets follow the host sender's slot table (split.Apportion), not the weights exactly:
+// the lanes the weights saturate together drift apart by what the slots round off (P10).
+func fixedSplit(paths []Path, w []float64, mode Mode, tcp TCP) lanes {
+	sent := w
+	if mode == WRR {
+		slots, err := split.Apportion(w, split.HostSlots)
+		if err != nil {
+			panic(err) // splitWeights checked the weights
+		}
+		sent = make([]float64, len(w))
+		for i, n := range slots {
+			sent[i] = float64(n)
+		}
+	}
 	var l lanes
-	var total float64
-	for i, x := range w {
+	var total, asked float64
+	for i, x := range sent {
 		if x > 0 {
 			l.idx = append(l.idx, i)
 			total += x
+			asked += w[i]
 		}
 	}
 	dr := reverseDelay(paths, l.idx, tcp)
 	l.capacity = math.Inf(1)
+	want := math.Inf(1) // the capacity the weights ask for
 	for _, i := range l.idx {
 		p := paths[i]
-		f := w[i] / total
+		f := sent[i] / total
 		l.f = append(l.f, f)
 		l.rtt = append(l.rtt, p.Delay.Seconds()+dr)
 		l.lead = append(l.lead, 0)
 		l.jitter = append(l.jitter, p.Jitter.Seconds())
 		l.loss += f * p.Loss
 		l.capacity = min(l.capacity, p.Rate/f)
+		want = min(want, p.Rate*asked/w[i])
 	}
-	var fk float64
+	var fk, ak float64
 	bott := make([]bool, len(l.idx))
 	for k, i := range l.idx {
-		if paths[i].Rate/l.f[k] <= l.capacity*(1+bottleneckTol) {
+		if paths[i].Rate*asked/w[i] <= want*(1+bottleneckTol) {
 			bott[k] = true
 			fk += l.f[k]
+			ak += w[i] / asked
 		}
 	}
 	l.buffer = math.Inf(1)
 	for k, i := range l.idx {
-		q := 0.0
+		q, qcap, drift := 0.0, 0.0, 0.0
 		if bott[k] {
 			// Excess window spreads over the bottleneck paths by share; all of them
 			// queue the same time per packet of it.
 			q = pktBits(tcp) / (fk * l.capacity)
 			l.buffer = min(l.buffer, paths[i].queue()*fk/l.f[k])
+			qcap = paths[i].queue() * fk / l.f[k] * q
+			drift = (l.f[k]/fk)/(w[i]/asked/ak) - 1
 		}
 		l.qpp = append(l.qpp, q)
+		l.qcap = append(l.qcap, qcap)
+		l.drift = append(l.drift, drift)
 	}
 	return l
 }
@@ -180,6 +205,8 @@ func edpfLanes(paths []Path, used []int, tcp TCP) (l lanes, ok bool) {
 		l.lead = append(l.lead, lead)
 		l.jitter = append(l.jitter, p.Jitter.Seconds())
 		l.qpp = append(l.qpp, pb/l.capacity)
+		l.drift = append(l.drift, 0)
+		l.qcap = append(l.qcap, 0)
 		l.loss += f * p.Loss
 		l.buffer = min(l.buffer, max(spare, 0)/f)
 	}

@@ -421,3 +421,34 @@ func TestBBRInflightCap(t *testing.T) {
 		}
 	}
 }
+
+// The lanes wrr's weights saturate together drift apart by what the slot table rounds
+// off, and by nothing under rr; the drifts weigh out to zero over the lanes' rates.
+func TestFixedSplitDrift(t *testing.T) {
+	ps := []Path{
+		{Rate: 35.9e6, Delay: ms(20)}, {Rate: 18.4e6, Delay: ms(35)}, {Rate: 33.3e6, Delay: ms(25)},
+		{Rate: 14.7e6, Delay: ms(45)}, {Rate: 14.8e6, Delay: ms(30)},
+	}
+	tcp := TCP{}.WithDefaults()
+	for _, mode := range []Mode{RR, WRR} {
+		w, err := splitWeights(ps, Split{Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := fixedSplit(ps, w, mode, tcp)
+		var sum float64
+		for k, i := range l.idx {
+			sum += ps[i].Rate * l.drift[k]
+		}
+		if math.Abs(sum) > 1 {
+			t.Errorf("%v: rate-weighted drift %v, want 0", mode, sum)
+		}
+		iv := l.drift[3]
+		if want := 129.0 / 1024 / (14.7 / 117.1); mode == WRR && math.Abs(iv-(want-1)) > 1e-9 {
+			t.Errorf("wrr: lane iv drifts %v, want %v (129 of 1024 slots)", iv, want-1)
+		}
+		if mode == RR && slices.ContainsFunc(l.drift, func(d float64) bool { return d != 0 }) {
+			t.Errorf("rr: drift %v, want none", l.drift)
+		}
+	}
+}

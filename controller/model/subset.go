@@ -46,17 +46,17 @@ func BestSubset(paths []Path, mode Mode, tcp TCP) (Choice, error) {
 	var best Choice
 	bestGood := math.Inf(-1)
 	try := func(w []float64) {
-		split := Split{Mode: mode, Weights: w}
-		ws, _ := splitWeights(paths, split)
+		sp := Split{Mode: mode, Weights: w}
+		ws, _ := splitWeights(paths, sp)
 		var p Prediction
 		if mode == EDPF {
 			p = predictEDPF(paths, ws, tcp)
 		} else {
-			p = solve(paths, fixedSplit(paths, ws, tcp), tcp)
+			p = solve(paths, fixedSplit(paths, ws, mode, tcp), tcp)
 		}
 		if p.Goodput > bestGood*(1+1e-9) {
 			bestGood = p.Goodput
-			best = Choice{Split: split, Prediction: p}
+			best = Choice{Split: sp, Prediction: p}
 		}
 	}
 	for _, m := range masks {

@@ -65,6 +65,31 @@ func cubicRun(c course, tcp TCP) float64 {
 		floor = float64(tcp.InitCwnd)
 	}
 
+	// The lanes' queues from the time tq the window first fills the pipe: the excess
+	// window by P4's spread, and each lane's drift, what it gains on the others. The
+	// lateness RACK meets counts the drift alone (as P8's steady skew is left out above);
+	// a lane overflows when both together fill it.
+	tq := -1.0
+	arrive := make([]float64, len(c.l.f))
+	queues := func(t, w float64) (late float64, over bool) {
+		if tq < 0 && w >= bdp {
+			tq = t
+		}
+		for k := range c.l.f {
+			q := 0.0
+			if c.l.qpp[k] > 0 && tq >= 0 {
+				drift := c.l.drift[k] * (t - tq)
+				over = over || max(0, w-bdp)*c.l.qpp[k]+drift >= c.l.qcap[k]
+				q = max(0, drift)
+			}
+			arrive[k] = c.l.rtt[k] + q
+		}
+		for k := range c.l.f {
+			late = max(late, lateness(arrive, c.l.jitter, k))
+		}
+		return late, over
+	}
+
 	dt := max(c.rbar, d/maxSteps)
 	w, steps := float64(tcp.InitCwnd), 1.0
 	slowStart, cascaded := true, false
@@ -77,8 +102,9 @@ func cubicRun(c course, tcp TCP) float64 {
 		}
 	}
 	for t := 0.0; t < d; t += dt {
+		lateNow, over := queues(t, w)
 		reo := min(steps*reoStep, reoCap)
-		spurious := late > reo
+		spurious := lateNow > reo
 		if spurious && t >= nextEpisode {
 			// A recovery episode lasts the in-order round trip; the next segment
 			// of the late lane is marked min_rtt + reo_wnd after it is sent.
@@ -92,6 +118,9 @@ func cubicRun(c course, tcp TCP) float64 {
 			if !tcp.StaticReoWnd {
 				steps++ // the episode's DSACK
 			}
+		}
+		if over && c.overflow {
+			settle = min(settle, w) // a drifting lane overflows before the others fill
 		}
 		if w >= settle {
 			if !c.overflow || cascaded || len(c.l.f) < 2 || drain <= reo {

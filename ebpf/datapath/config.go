@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/plait/plait/split"
 	"github.com/plait/plait/wire"
 )
 
@@ -47,8 +47,8 @@ func ParseMode(s string) (Mode, error) {
 const (
 	// MaxTunnels matches MAX_TUNNELS in consts.h.
 	MaxTunnels = 64
-	// WRRSlots matches WRR_SLOTS in consts.h.
-	WRRSlots = 1024
+	// WRRSlots is the wrr table's length (WRR_SLOTS in consts.h).
+	WRRSlots = split.HostSlots
 )
 
 // Path is one path of a tunnel as the sender needs it.
@@ -109,7 +109,7 @@ func (t *Tunnel) validate() error {
 	for i, p := range t.Paths {
 		weights[i] = p.Weight
 	}
-	if err := CheckWeights(weights, len(t.Paths)); err != nil {
+	if err := split.Check(weights, len(t.Paths)); err != nil {
 		return err
 	}
 	acks := 0
@@ -247,7 +247,7 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 				}
 			}
 		}
-		slots, err := SmoothWRR(weights, WRRSlots)
+		slots, err := split.Smooth(weights, WRRSlots)
 		if err != nil {
 			return nil, err
 		}
@@ -282,81 +282,4 @@ func htons(v uint16) uint16 {
 	var b [2]byte
 	binary.BigEndian.PutUint16(b[:], v)
 	return binary.NativeEndian.Uint16(b[:])
-}
-
-// SmoothWRR spreads n slots over paths in proportion to weights, interleaved as evenly as
-// possible (smooth weighted round robin over integer shares): a path with weight w gets
-// round(n·w/Σw) slots, largest remainders first, and never two slots in a row unless its
-// share demands it.
-func SmoothWRR(weights []float64, n int) ([]uint8, error) {
-	if err := CheckWeights(weights, len(weights)); err != nil {
-		return nil, err
-	}
-	var total float64
-	for _, w := range weights {
-		total += w
-	}
-	shares := make([]int, len(weights))
-	type rem struct {
-		i int
-		r float64
-	}
-	rems := make([]rem, 0, len(weights))
-	left := n
-	for i, w := range weights {
-		exact := float64(n) * w / total
-		shares[i] = int(exact)
-		left -= shares[i]
-		if w > 0 {
-			rems = append(rems, rem{i, exact - float64(shares[i])})
-		}
-	}
-	for ; left > 0; left-- {
-		best := 0
-		for j := range rems {
-			if rems[j].r > rems[best].r {
-				best = j
-			}
-		}
-		shares[rems[best].i]++
-		rems[best].r = -1
-	}
-	slots := make([]uint8, n)
-	current := make([]int, len(shares))
-	for s := range slots {
-		best := -1
-		for i, sh := range shares {
-			if sh == 0 {
-				continue
-			}
-			current[i] += sh
-			if best < 0 || current[i] > current[best] {
-				best = i
-			}
-		}
-		current[best] -= n
-		slots[s] = uint8(best)
-	}
-	return slots, nil
-}
-
-// CheckWeights rejects weights a split cannot use, naming the problem.
-func CheckWeights(weights []float64, paths int) error {
-	if len(weights) != paths {
-		return fmt.Errorf("%d weights for %d paths: give one weight per path", len(weights), paths)
-	}
-	var total float64
-	for i, w := range weights {
-		switch {
-		case math.IsNaN(w) || math.IsInf(w, 0):
-			return fmt.Errorf("weight %d is %v: weights must be finite numbers", i+1, w)
-		case w < 0:
-			return fmt.Errorf("weight %d is %v: weights must not be negative", i+1, w)
-		}
-		total += w
-	}
-	if total == 0 {
-		return errors.New("all weights are 0: at least one path needs a positive weight")
-	}
-	return nil
 }

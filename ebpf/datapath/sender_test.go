@@ -315,21 +315,6 @@ func TestSenderRejectsBadConfig(t *testing.T) {
 	}
 }
 
-func TestSmoothWRRInterleaves(t *testing.T) {
-	slots, err := SmoothWRR([]float64{1, 1, 2}, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Smooth WRR never puts the heavy path twice in a row when it has half the share.
-	want := []uint8{2, 0, 1, 2, 2, 0, 1, 2}
-	if !bytes.Equal(slots, want) {
-		t.Fatalf("SmoothWRR(1,1,2) = %v, want %v", slots, want)
-	}
-	if _, err := SmoothWRR([]float64{0, 0}, 8); err == nil {
-		t.Fatal("all-zero weights accepted")
-	}
-}
-
 // TCP between the tunnel's own addresses goes compact; anything else is encapsulated whole,
 // and what no longer fits the path MTU then is refused by name.
 func TestSenderCompact(t *testing.T) {
