@@ -35,7 +35,8 @@ const validateTarget = 0.90
 // Groups of validation points: the scenarios named on the command line, and an ADA sweep.
 const (
 	groupScenarios = "scenarios"
-	groupRuns      = "lab runs" // summaries given with --from
+	groupRuns      = "lab runs"      // summaries given with --from
+	groupADA       = "ADA sweep of " // + the base scenario's name
 )
 
 func newModelValidateCmd() *cobra.Command {
@@ -189,7 +190,7 @@ func validateJobs(cmd *cobra.Command, args []string, adaSweep, sweepBase string,
 				return nil, usagef(cmd, "--ada-sweep: ADA %v is negative", ada)
 			}
 			s := adaScenario(base, ada)
-			jobs = append(jobs, validateJob{group: "ADA sweep of " + base.Name, label: fmtADA(ada), name: s.Name, sc: s})
+			jobs = append(jobs, validateJob{group: groupADA + base.Name, label: fmtADA(ada), name: s.Name, sc: s})
 		}
 	}
 	for _, f := range from {
@@ -678,9 +679,7 @@ func validateVerdict(rep *validateReport) []string {
 	if len(paper) > 0 {
 		out = append(out, "seed 002's model (rr): "+span(paper))
 	}
-	if by := validateByLinks(rep); by != "" {
-		out = append(out, by)
-	}
+	out = append(out, validateByLinks(rep)...)
 	for _, f := range rep.Failed {
 		out = append(out, fmt.Sprintf("lab run of %s failed: %s", f.Scenario, f.Error))
 	}
@@ -695,35 +694,53 @@ func median(xs []float64) float64 {
 }
 
 // validateByLinks is the median accuracy at each link count, as seed 002 reports its
-// model's (per link count, 2–8 links of S1), with the paper's beside it; empty for one
-// link count.
-func validateByLinks(rep *validateReport) string {
-	type accuracies struct{ plait, paper []float64 }
-	byLinks := map[int]*accuracies{}
+// model's (per link count, 2–8 links of S1), with the paper's beside it; an ADA sweep,
+// whose points share one link count, is summed up by ADA instead, as the paper's
+// delay-asymmetry figure is. One line per group; none for a group of one link count.
+func validateByLinks(rep *validateReport) []string {
+	type bucket struct {
+		label        string
+		at           float64 // where it sorts: links, or ADA in seconds
+		plait, paper []float64
+	}
+	var names []string
+	groups := map[string]map[string]*bucket{}
 	for _, p := range rep.Points {
-		acc := byLinks[p.Links]
+		name, b := "link count", bucket{label: fmt.Sprintf("%d links", p.Links), at: float64(p.Links)}
+		if base, ok := strings.CutPrefix(p.Group, groupADA); ok {
+			name, b = fmt.Sprintf("ADA (%s, %d links)", base, p.Links), bucket{label: p.Label, at: p.ADA}
+		}
+		if groups[name] == nil {
+			groups[name] = map[string]*bucket{}
+			names = append(names, name)
+		}
+		acc := groups[name][b.label]
 		if acc == nil {
-			acc = &accuracies{}
-			byLinks[p.Links] = acc
+			acc = &b
+			groups[name][b.label] = acc
 		}
 		acc.plait = append(acc.plait, p.Plait.Accuracy)
 		if p.Paper != nil {
 			acc.paper = append(acc.paper, p.Paper.Accuracy)
 		}
 	}
-	if len(byLinks) < 2 {
-		return ""
-	}
-	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(byLinks)) {
-		acc := byLinks[n]
-		part := fmt.Sprintf("%d links %s", n, fmtAccuracy(median(acc.plait)))
-		if len(acc.paper) > 0 {
-			part += fmt.Sprintf(" (paper %s)", fmtAccuracy(median(acc.paper)))
+	var out []string
+	for _, name := range names {
+		if len(groups[name]) < 2 {
+			continue
 		}
-		parts = append(parts, part)
+		buckets := slices.SortedFunc(maps.Values(groups[name]), func(x, y *bucket) int { return cmp.Compare(x.at, y.at) })
+		var parts []string
+		for _, acc := range buckets {
+			part := fmt.Sprintf("%s %s", acc.label, fmtAccuracy(median(acc.plait)))
+			if len(acc.paper) > 0 {
+				part += fmt.Sprintf(" (paper %s)", fmtAccuracy(median(acc.paper)))
+			}
+			parts = append(parts, part)
+		}
+		out = append(out, fmt.Sprintf("median by %s, Plait's predictor (seed 002's model): %s", name, strings.Join(parts, ", ")))
 	}
-	return "median by link count, Plait's predictor (seed 002's model): " + strings.Join(parts, ", ")
+	return out
 }
 
 func printValidation(w io.Writer, rep *validateReport) error {
