@@ -222,19 +222,9 @@
 //     least min_rtt late at empty queues behind a fastest lane that does not queue (rr
 //     on S1-6..8 and at ADA 40 ms; not on S1-2..5, 15-25 ms late, nor at ADA 20 ms,
 //     36 ms), the cuts go on to the initial window (S1-6 rr: 290 → 11, 448 → 9 and
-//     200 → 7 in chains of 1.4-1.8 s). Where every lane queues (wrr by rate) the same
-//     happens from a lateness of 3/4 of min_rtt on (wrrDeepLate): over the two
-//     validation series at 2957a37 and c926221 (plus the lab round at fc0d0ff), the wrr
-//     overflows that went on to a few dozen segments were 0 of 6 on S1-2 and 2 of 6 on
-//     S1-3 (15 ms late, min_rtt 40 ms), 1 of 6 at ADA 10 ms (18 ms), 4 of 9 on S1-4 (25
-//     ms), but 5 of 6 at ADA 20 ms (36 ms) and 4 of 4 on S1-6 (40 ms). Only a handful
-//     of packets are really lost at such an overflow, nearly all on the lane the slot
-//     table over-weights, as the drift above has it (the receiver's counts: 3-12 on
-//     lane i on S1-3, S1-4 and at ADA 20 ms, 1-5 on lane v on S1-6); the hundreds of
-//     retransmissions that follow, deep or not, are RACK's marks of segments the
-//     draining queues left behind. W climbs back to BDP + B before P6's cycle begins,
-//     at the Reno-friendly rate in the lab (10 segments a second on S1-3 wrr), which
-//     outlasts the run.
+//     200 → 7 in chains of 1.4-1.8 s). W climbs back to BDP + B before P6's cycle
+//     begins, at the Reno-friendly rate in the lab (10 segments a second on S1-3 wrr),
+//     which outlasts the run.
 //
 // What P10 leaves out, measured: whether slow start survives its first episode. A fresh
 // connection has seen no reordering, and until it has, RACK marks with no reordering
@@ -266,6 +256,22 @@
 // srtt stayed at 100-150 ms, below the lateness, because Karn's rule takes no sample from
 // the late lane's resent segments, so ρ never covered it (1.7-2.0 Mbit/s against 96).
 // Both are what the never-learnt rule above now follows.
+// How deep wrr's cascades go is not a matter of lateness either. Only a handful of
+// packets are really lost at a wrr overflow, nearly all on the lane the slot table over-
+// weights, as the drift above has it (the receiver's counts: 3-12 on lane i on S1-3,
+// S1-4 and at ADA 20 ms, 1-5 on lane v on S1-6); the hundreds of retransmissions that
+// follow, shallow or deep, are RACK's marks of segments the draining queues left behind.
+// Over the validation series at 2957a37 and c926221 and the lab round at fc0d0ff, the
+// overflows that went on to a few dozen segments were 0 of 6 on S1-2, 2 of 6 on S1-3 (15
+// ms late at empty queues, min_rtt 40 ms), 1 of 6 at ADA 10 ms (18 ms), 4 of 9 on S1-4
+// (25 ms), 5 of 6 at ADA 20 ms (36 ms) and 4 of 4 on S1-6 (40 ms), which a threshold at
+// 3/4 of min_rtt fits. Held out (`plait model validate --ada-sweep 15,25,30ms --sweep-
+// base s1-4 --repeat 3` at 901ea6e, run after the rule was set) it failed: 2 of 3 deep
+// at ADA 15 ms (27 ms late), 0 of 3 at 25 ms (45 ms) and 1 of 3 at 30 ms (54 ms), so P10
+// does not use it; rr's min_rtt rule below fared no better there (ADA 25 and 30 ms rr,
+// 45 and 54 ms late: cascades stopped at 95-306 segments, 31.5 and 30.7 Mbit/s predicted
+// against 41.1 and 52.7 measured).
+//
 // Whether a cascade follows an overflow also varies (S1-3 wrr: 4 of 6 runs; P10 predicts
 // it always), and S1-6 rr's window exceeded BDP + B far (cwnd 225-285 against 159) before
 // its cascades. The sender's own counts (ss -ti every 0.5 s through a run) say why: the
@@ -315,9 +321,8 @@
 //     from 54.3 and 24.6 % to 91.8 and 81.7 %, but drops S1-2..5 rr from 97.5, 99.8,
 //     97.2 and 89.1 % to 85.0, 71.6, 66.8 and 65.8 %.
 //
-// The rules P10 uses (under rr a lane late by min_rtt or more, the fastest lane
-// unqueued; under wrr 3/4 of min_rtt) are read off where the lab's chains went deep and
-// where they stopped, not derived. A traced
+// The rule P10 uses (a lane late by min_rtt or more, the fastest lane unqueued) is read
+// off where the lab's chains went deep and where they stopped, not derived. A traced
 // run (`bpftrace` with srtt, RACK's rtt and the scoreboard at every state change beside
 // `plait lab run s1-6 --compare rr --repeat 2` at 9849af4) shows what it stands for:
 // through two chains, 385 → 49 and 200 → 140 → 98 → 68 → 47 → 32 → 22 → 15 → 10 → 7 in

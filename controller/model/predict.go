@@ -12,14 +12,11 @@ import (
 
 // Constants of Linux's stacks that the predictor uses (see doc.go for where each enters).
 const (
-	cubicBeta   = 0.7                                   // multiplicative decrease
-	cubicC      = 0.4                                   // window growth, segments/s³
-	cubicAlpha  = 3 * (1 - cubicBeta) / (1 + cubicBeta) // Reno-friendly growth, segments per round trip
-	rackPersist = 16                                    // recoveries a grown RACK window survives without DSACK
-	// wrrDeepLate is the lateness at empty queues, in min_rtts, from which a cascade
-	// over lanes that all queue goes on to a few segments (P10; read off the lab).
-	wrrDeepLate   = 0.75
-	bbrCwndGain   = 2.0 // inflight cap in BDPs of min_rtt
+	cubicBeta     = 0.7                                   // multiplicative decrease
+	cubicC        = 0.4                                   // window growth, segments/s³
+	cubicAlpha    = 3 * (1 - cubicBeta) / (1 + cubicBeta) // Reno-friendly growth, segments per round trip
+	rackPersist   = 16                                    // recoveries a grown RACK window survives without DSACK
+	bbrCwndGain   = 2.0                                   // inflight cap in BDPs of min_rtt
 	bbrTSOBudget  = 1e-3
 	sawtoothSteps = 64
 	// bottleneckTol treats paths whose rate/share is within this relative distance of

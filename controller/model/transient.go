@@ -61,7 +61,7 @@ func cubicRun(c course, tcp TCP) float64 {
 		drain = max(drain, c.l.qpp[k]*c.l.buffer)
 	}
 	floor := bdp // where a cascade stops
-	if c.lateUnqueued() || c.allQueue() && late >= wrrDeepLate*c.rmin {
+	if c.lateUnqueued() {
 		floor = float64(tcp.InitCwnd)
 	}
 
@@ -184,15 +184,4 @@ func (c course) lateUnqueued() bool {
 		late = late || lateness(c.l.rtt, c.l.jitter, k) >= c.rmin
 	}
 	return late
-}
-
-// allQueue reports whether every lane queues when the split saturates, as under wrr by
-// rate: a cut drains them all together.
-func (c course) allQueue() bool {
-	for k := range c.l.f {
-		if c.l.qpp[k] == 0 {
-			return false
-		}
-	}
-	return true
 }
