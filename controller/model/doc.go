@@ -257,21 +257,21 @@
 // the late lane's resent segments, so ρ never covered it (1.7-2.0 Mbit/s against 96).
 // Both are what the never-learnt rule above now follows.
 // How deep wrr's cascades go is not a matter of lateness either. Only a handful of
-// packets are really lost at a wrr overflow, nearly all on the lane the slot table over-
-// weights, as the drift above has it (the receiver's counts: 3-12 on lane i on S1-3,
-// S1-4 and at ADA 20 ms, 1-5 on lane v on S1-6); the hundreds of retransmissions that
-// follow, shallow or deep, are RACK's marks of segments the draining queues left behind.
-// Over the validation series at 2957a37 and c926221 and the lab round at fc0d0ff, the
-// overflows that went on to a few dozen segments were 0 of 6 on S1-2, 2 of 6 on S1-3 (15
-// ms late at empty queues, min_rtt 40 ms), 1 of 6 at ADA 10 ms (18 ms), 4 of 9 on S1-4
-// (25 ms), 5 of 6 at ADA 20 ms (36 ms) and 4 of 4 on S1-6 (40 ms), which a threshold at
-// 3/4 of min_rtt fits. Held out (`plait model validate --ada-sweep 15,25,30ms --sweep-
-// base s1-4 --repeat 3` at 901ea6e, run after the rule was set) it failed: 2 of 3 deep
-// at ADA 15 ms (27 ms late), 0 of 3 at 25 ms (45 ms) and 1 of 3 at 30 ms (54 ms), and in
-// the series after it 0 of 3 at ADA 20 ms and 1 of 3 on S1-6, so P10 does not use it;
-// rr's min_rtt rule below fared no better there (ADA 25 and 30 ms rr, 45 and 54 ms late:
-// cascades stopped at 95-306 segments, 31.5 and 30.7 Mbit/s predicted against 41.1 and
-// 52.7 measured).
+// packets are really lost at a wrr overflow, nearly all on the lane the slot table
+// over-weights, as the drift above has it (the receiver's counts: 3-12 on lane i on
+// S1-3, S1-4 and at ADA 20 ms, 1-5 on lane v on S1-6); the hundreds of retransmissions
+// that follow, shallow or deep, are RACK's marks of segments the draining queues left
+// behind. Over the validation series at 2957a37 and c926221 and the lab round at
+// fc0d0ff, the overflows that went on to a few dozen segments were 0 of 6 on S1-2, 2 of
+// 6 on S1-3 (15 ms late at empty queues, min_rtt 40 ms), 1 of 6 at ADA 10 ms (18 ms), 4
+// of 9 on S1-4 (25 ms), 5 of 6 at ADA 20 ms (36 ms) and 4 of 4 on S1-6 (40 ms), which a
+// threshold at 3/4 of min_rtt fits. Held out (`plait model validate --ada-sweep
+// 15,25,30ms --sweep-base s1-4 --repeat 3` at 901ea6e, run after the rule was set) it
+// failed: 2 of 3 deep at ADA 15 ms (27 ms late), 0 of 3 at 25 ms (45 ms) and 1 of 3 at
+// 30 ms (54 ms), and in the series after it 0 of 3 at ADA 20 ms and 1 of 3 on S1-6, so
+// P10 does not use it; rr's min_rtt rule below fared no better there (ADA 25 and 30 ms
+// rr, 45 and 54 ms late: cascades stopped at 95-306 segments, 31.5 and 30.7 Mbit/s
+// predicted against 41.1 and 52.7 measured).
 //
 // Whether a cascade follows an overflow also varies (S1-3 wrr: 4 of 6 runs; P10 predicts
 // it always), and S1-6 rr's window exceeded BDP + B far (cwnd 225-285 against 159) before
