@@ -679,7 +679,7 @@ func validateVerdict(rep *validateReport) []string {
 	if len(paper) > 0 {
 		out = append(out, "seed 002's model (rr): "+span(paper))
 	}
-	out = append(out, validateByLinks(rep)...)
+	out = append(out, validateByGroup(rep)...)
 	for _, f := range rep.Failed {
 		out = append(out, fmt.Sprintf("lab run of %s failed: %s", f.Scenario, f.Error))
 	}
@@ -693,11 +693,11 @@ func median(xs []float64) float64 {
 	return (s[(n-1)/2] + s[n/2]) / 2
 }
 
-// validateByLinks is the median accuracy at each link count, as seed 002 reports its
+// validateByGroup is the median accuracy at each link count, as seed 002 reports its
 // model's (per link count, 2–8 links of S1), with the paper's beside it; an ADA sweep,
 // whose points share one link count, is summed up by ADA instead, as the paper's
 // delay-asymmetry figure is. One line per group; none for a group of one link count.
-func validateByLinks(rep *validateReport) []string {
+func validateByGroup(rep *validateReport) []string {
 	type bucket struct {
 		label        string
 		at           float64 // where it sorts: links, or ADA in seconds

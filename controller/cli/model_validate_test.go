@@ -329,7 +329,7 @@ func TestModelValidateLab(t *testing.T) {
 
 // The S1 scenarios are summed up by link count and an ADA sweep by ADA, each with its own
 // medians: the sweep's points, all at four links, do not join S1-4's.
-func TestValidateByLinksKeepsTheSweepApart(t *testing.T) {
+func TestValidateByGroupKeepsTheSweepApart(t *testing.T) {
 	pt := func(group, label string, links int, ada, acc float64) validatePoint {
 		return validatePoint{Group: group, Label: label, Links: links, ADA: ada, Plait: modelCheck{Accuracy: acc}}
 	}
@@ -339,12 +339,12 @@ func TestValidateByLinksKeepsTheSweepApart(t *testing.T) {
 		pt(groupADA+"S1-4", "20ms", 4, 0.020, 0.40), pt(groupADA+"S1-4", "20ms", 4, 0.020, 0.60),
 		pt(groupADA+"S1-4", "0ms", 4, 0, 0.99),
 	}}
-	got := validateByLinks(rep)
+	got := validateByGroup(rep)
 	want := []string{
 		"median by link count, Plait's predictor (seed 002's model): 2 links 90.0 %, 4 links 97.0 %",
 		"median by ADA (S1-4, 4 links), Plait's predictor (seed 002's model): 0ms 99.0 %, 20ms 50.0 %",
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("validateByLinks:\n%q\nwant\n%q", got, want)
+		t.Errorf("validateByGroup:\n%q\nwant\n%q", got, want)
 	}
 }

@@ -391,6 +391,15 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 	return pred
 }
 
+// skew is the largest lateness over the lanes (P8's skew).
+func skew(a, jitter []float64) float64 {
+	var late float64
+	for k := range a {
+		late = max(late, lateness(a, jitter, k))
+	}
+	return late
+}
+
 // lateness is how long after a later-sent packet of another lane a packet of lane k
 // arrives at worst (P8's s_k), given each lane's send-to-ACK time a and jitter.
 func lateness(a, jitter []float64, k int) float64 {

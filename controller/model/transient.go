@@ -46,10 +46,7 @@ func cubicRun(c course, tcp TCP) float64 {
 	if tcp.StaticReoWnd {
 		reoCap = reoStep
 	}
-	var late float64 // P8's skew with the queues empty, as at the start
-	for k := range c.l.f {
-		late = max(late, lateness(c.l.rtt, c.l.jitter, k))
-	}
+	late := skew(c.l.rtt, c.l.jitter) // P8's skew with the queues empty, as at the start
 	// A lane later than R̄ is never learnt: its resent segments give srtt no sample, and
 	// srtt, the cap of reo_wnd, stays about R̄.
 	unlearnt := late > c.rbar
@@ -84,10 +81,7 @@ func cubicRun(c course, tcp TCP) float64 {
 			}
 			arrive[k] = c.l.rtt[k] + q
 		}
-		for k := range c.l.f {
-			late = max(late, lateness(arrive, c.l.jitter, k))
-		}
-		return late, over
+		return skew(arrive, c.l.jitter), over
 	}
 
 	dt := max(c.rbar, d/maxSteps)
