@@ -81,6 +81,7 @@ type link struct {
 	limit       int
 	serq        fifo
 	busyUntil   int64
+	clock       int64 // the latest time advance ran at
 	line        delayLine
 	lastDeliver int64
 	seq         uint64
@@ -114,9 +115,13 @@ func (l *link) set(p LinkParams) {
 	}
 }
 
-// enqueue takes a packet from ingress at time now.
+// enqueue takes a packet from ingress at time now. Ingress stamps a whole receive batch
+// with one time, so by the time a packet gets here the port's goroutine may have advanced
+// the link past it; the packet then arrives when it is seen, not in the link's past,
+// where it would find a queue that had already started serialising.
 func (l *link) enqueue(pk *packet, now int64) {
 	l.mu.Lock()
+	now = max(now, l.clock)
 	l.advance(now)
 	switch {
 	case l.params.Down:
@@ -145,6 +150,7 @@ func (l *link) enqueue(pk *packet, now int64) {
 
 // advance starts the serialisation of every queued packet whose turn came by now.
 func (l *link) advance(now int64) {
+	l.clock = max(l.clock, now)
 	for l.serq.len() > 0 {
 		pk := l.serq.front()
 		start := max(pk.arrival, l.busyUntil)

@@ -58,6 +58,26 @@ func TestQueueTelemetryAndLimit(t *testing.T) {
 	}
 }
 
+// A packet stamped before the port's goroutine last advanced the link (ingress stamps a
+// whole batch with one time) arrives when it is seen: the wait it reports and the queue it
+// found agree, rather than a wait behind a packet that had already left the queue.
+func TestLateStampedPacketArrivesWhenSeen(t *testing.T) {
+	l, _ := testLink(LinkParams{RateBps: 8e6}, 1000) // 1 ms per frame
+	l.enqueue(&packet{}, 0)
+	l.enqueue(&packet{}, 0)
+	l.mu.Lock()
+	l.advance(int64(1500 * time.Microsecond)) // the second frame started at 1 ms
+	l.mu.Unlock()
+	pk := &packet{}
+	l.enqueue(pk, 0)
+	l.mu.Lock()
+	l.advance(int64(time.Second))
+	l.mu.Unlock()
+	if pk.st.sm.enqQdepth != 0 || pk.st.sm.deqTimedeltaUs != 500 {
+		t.Errorf("enq_qdepth %d deq_timedelta %d us, want 0 and 500 (arrived at 1.5 ms, behind the frame serialising until 2 ms)", pk.st.sm.enqQdepth, pk.st.sm.deqTimedeltaUs)
+	}
+}
+
 // A rate change applies to packets not yet serialising and keeps them all.
 func TestRateChangeKeepsQueue(t *testing.T) {
 	l, freed := testLink(LinkParams{RateBps: 8e6}, 1000)
