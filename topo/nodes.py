@@ -20,6 +20,9 @@ import time
 
 from mininet.node import Host, Switch
 
+# The embedded switch's links send what fell due once per tick, as an LTE cell per 1 ms
+# TTI (see EmbeddedSwitch.start).
+TICK = "1ms"
 OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
 
 
@@ -282,14 +285,22 @@ class EmbeddedSwitch(P4Switch):
 
     def start(self, controllers):
         self.prepare_intfs()
-        cmd = [self.plait, "switch", "--name", self.name, "--grpc", self.address]
+        # A lab runs a switch per path on a machine that may have two CPUs: waking per
+        # packet, or a Go scheduler per switch spinning on several CPUs, leaves links
+        # waiting for a CPU, and the wait reorders them against each other by tens of
+        # milliseconds, more than the reordering the paths are there to create.
+        cmd = [self.plait, "switch", "--name", self.name, "--grpc", self.address, "--tick", TICK]
         for port, ifname in sorted(self.data_ports().items()):
             cmd += ["--port", "%d=%s" % (port, ifname)]
             if port in self.links:
                 cmd += ["--link", "%d:%s" % (port, link_spec(self.links[port]))]
         log = open(self.log_path(), "w")
         self.proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ, GOMAXPROCS="1"),
         )
         log.close()
         self.wait_listening()

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/plait/plait/controller/p4info"
 	"github.com/plait/plait/controller/p4switch"
@@ -22,6 +23,7 @@ func newSwitchCmd() *cobra.Command {
 		deviceID               uint64
 		cpuPort                uint16
 		noPipeline             bool
+		tick                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "switch",
@@ -38,7 +40,7 @@ with an empty or BMv2 JSON device config.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("switch", name)
-			opts := []p4switch.Option{p4switch.WithDeviceID(deviceID), p4switch.WithCPUPort(cpuPort), p4switch.WithLogger(log)}
+			opts := []p4switch.Option{p4switch.WithDeviceID(deviceID), p4switch.WithCPUPort(cpuPort), p4switch.WithLogger(log), p4switch.WithTick(tick)}
 			if noPipeline {
 				opts = append(opts, p4switch.WithoutPipeline())
 			} else if p4infoPath != "" {
@@ -104,7 +106,15 @@ with an empty or BMv2 JSON device config.`,
 			errc := make(chan error, 1)
 			go func() { errc <- g.Serve(lis) }()
 			log.Info("switch running", "grpc", lis.Addr().String(), "ports", len(ports), "device_id", deviceID, "gomaxprocs", runtime.GOMAXPROCS(0))
-			defer func() { log.Info("switch stopped", "stats", fmt.Sprintf("%+v", sw.Stats())) }()
+			defer func() {
+				log.Info("switch stopped", "stats", fmt.Sprintf("%+v", sw.Stats()))
+				for _, p := range sw.Ports() {
+					if st := p.Stats; st.Late1ms > 0 {
+						log.Warn("packets sent late: the machine descheduled the port's link emulation (they are reordered against other links by as much)",
+							"port", p.Port, "sent", st.TxPackets, "late_1ms", st.Late1ms, "late_5ms", st.Late5ms, "max", st.LateMax)
+					}
+				}
+			}()
 			select {
 			case <-cmd.Context().Done():
 				g.Stop()
@@ -122,6 +132,7 @@ with an empty or BMv2 JSON device config.`,
 	f.Uint64Var(&deviceID, "device-id", 1, "P4Runtime device id")
 	f.Uint16Var(&cpuPort, "cpu-port", p4switch.DefaultCPUPort, "CPU port (must equal plait.p4's CPU_PORT)")
 	f.StringVar(&p4infoPath, "p4info", "", "P4Info to start with instead of the built-in one (text or binary)")
+	f.DurationVar(&tick, "tick", 0, "wake each link at most once per tick (0: per packet; 1ms keeps a machine with few CPUs from reordering links, see WithTick)")
 	f.BoolVar(&noPipeline, "no-pipeline", false, "start without a pipeline config, as BMv2 does")
 	return cmd
 }

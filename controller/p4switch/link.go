@@ -62,11 +62,16 @@ func (p LinkParams) Validate() error {
 	return nil
 }
 
-// LinkStats count what an egress port did.
+// LinkStats count what an egress port did. The late counts say how faithful the
+// emulation was: packets the port's goroutine sent more than 1 or 5 ms after their
+// delivery time (a loaded machine descheduled it), which reorders them against other
+// links by as much.
 type LinkStats struct {
 	TxPackets, TxBytes               uint64
 	QueueDrops, LossDrops, DownDrops uint64
 	QueueDepth                       int
+	Late1ms, Late5ms                 uint64
+	LateMax                          time.Duration
 }
 
 // link emulates one egress port's link. Packets wait in serq for the transmitter, which
@@ -93,6 +98,7 @@ type link struct {
 	// math.MaxInt64 when it waits for a wake-up only.
 	armed int64
 	wake  chan struct{}
+	tick  int64 // see WithTick
 
 	egress func(*packet) // egress pipeline and deparser
 	free   func(*packet)
@@ -135,7 +141,8 @@ func (l *link) enqueue(pk *packet, now int64) {
 		l.serq.push(pk)
 		l.advance(now)
 	}
-	wake := l.armed != 0 && l.next() < l.armed
+	n := l.next()
+	wake := l.armed != 0 && n != math.MaxInt64 && n+l.tick < l.armed
 	if wake {
 		l.armed = 0
 	}
@@ -206,10 +213,17 @@ func (l *link) lose() bool {
 	return l.params.LossPercent > 0 && l.rng.Float64()*100 < l.params.LossPercent
 }
 
-// popDue moves up to max packets due by now from the delay line to out.
-func (l *link) popDue(now int64, out []*packet, max int) []*packet {
-	for l.line.len() > 0 && len(out) < max && l.line.head().deliver <= now {
+// popDue moves up to n packets due by now from the delay line to out.
+func (l *link) popDue(now int64, out []*packet, n int) []*packet {
+	for l.line.len() > 0 && len(out) < n && l.line.head().deliver <= now {
 		pk := l.line.pop()
+		if late := time.Duration(now - pk.deliver); late > time.Millisecond {
+			l.stats.Late1ms++
+			if late > 5*time.Millisecond {
+				l.stats.Late5ms++
+			}
+			l.stats.LateMax = max(l.stats.LateMax, late)
+		}
 		l.stats.TxPackets++
 		l.stats.TxBytes += uint64(pk.end - pk.off)
 		out = append(out, pk)

@@ -72,6 +72,7 @@ type config struct {
 	info     *p4info.Info
 	noConfig bool
 	ports    []portConfig
+	tick     time.Duration
 }
 
 type portConfig struct {
@@ -106,6 +107,21 @@ func WithP4Info(info *p4info.Info) Option { return func(c *config) error { c.inf
 // WithoutPipeline starts the switch with no pipeline config, as BMv2 does: it forwards
 // nothing until a controller pushes one.
 func WithoutPipeline() Option { return func(c *config) error { c.noConfig = true; return nil } }
+
+// WithTick lets each port's link wake at most once per tick and then send every packet
+// due by then, as an LTE cell sends per 1 ms TTI. Packets leave up to a tick late, but all
+// links alike; waking per packet instead costs so much on a machine with few CPUs that the
+// scheduler, not the link, decides when packets leave, by tens of milliseconds and
+// differently on every link.
+func WithTick(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 || d > 10*time.Millisecond {
+			return fmt.Errorf("tick %v: give 0 (wake per packet) to 10ms", d)
+		}
+		c.tick = d
+		return nil
+	}
+}
 
 // WithPort adds a port with the link its egress emulates.
 func WithPort(num uint16, p Port, params LinkParams) Option {
@@ -148,6 +164,7 @@ func New(opts ...Option) (*Switch, error) {
 		}
 		sp := &swPort{num: pc.num, port: pc.port}
 		sp.link = newLink(pc.params, s.egress, s.free)
+		sp.link.tick = int64(c.tick)
 		s.ports[pc.num] = sp
 		maxFrame = max(maxFrame, pc.port.maxFrame())
 	}
@@ -332,7 +349,9 @@ func (s *Switch) txLoop(sp *swPort, t *timer) {
 		batch = l.popDue(now, batch[:0], txBatch)
 		next := int64(math.MaxInt64)
 		if len(batch) == 0 {
-			next = l.next()
+			if next = l.next(); next != math.MaxInt64 {
+				next = max(next, now+l.tick)
+			}
 			l.armed = next
 		}
 		l.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	plaitv1 "github.com/plait/plait/api/plait/v1"
@@ -189,5 +190,41 @@ func TestNewRejectsBadPorts(t *testing.T) {
 				t.Errorf("New: %v, want error mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+// With a tick, a link sends what fell due since it last woke in one go, never before a
+// packet's time: frames due every 100 µs leave in a few bursts a tick apart.
+func TestTickBatchesDepartures(t *testing.T) {
+	r := newRig(t, 2, p4switch.WithTick(time.Millisecond))
+	r.stream(t, 1)
+	if err := r.write(1, p4v1.Update_INSERT, r.entry(t, "port_fwd", []p4info.Match{p4info.Exact("standard_metadata.ingress_port", 1)}, "forward", p4info.P("port", 2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sw.SetLinkParams(2, p4switch.LinkParams{RateBps: 8e6}); err != nil { // 100 B: 100 µs
+		t.Fatal(err)
+	}
+	const n, per = 40, 100 * time.Microsecond
+	in := plaitFrame(100, true, 0)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		r.ports[1].Inject(in)
+	}
+	bursts, last := 0, time.Time{}
+	for i := 0; i < n; i++ {
+		r.recvFrame(t, 2)
+		now := time.Now()
+		if due := start.Add(time.Duration(i+1) * per); now.Before(due) {
+			t.Errorf("frame %d left %v before its serialisation ended", i, due.Sub(now))
+		}
+		if now.Sub(last) > per/2 {
+			bursts++
+		}
+		last = now
+	}
+	// 4 ms of frames: a burst per tick and one when the first frame woke the link, and
+	// room for this goroutine being descheduled within a burst (one frame a wake: 40).
+	if bursts > 12 {
+		t.Errorf("%d frames due %v apart left in %d bursts, want at most 12 with a 1 ms tick", n, per, bursts)
 	}
 }
