@@ -14,7 +14,10 @@ scenario's congestion control, and measurements taken the same way for all:
 - one-way delay per path: Plait's receiver on h2 (data packets or, on paths that carry
   no tunnel data, the agent's probes), sampled with ``plait stats --watch --json``;
 - reordering: the tunnel's RFC 4737 counters on h2 before and after the run (Plait's
-  configurations only).
+  configurations only);
+- the emulation's own lateness: packets the embedded switches sent more than 1 and 5 ms
+  after their time (``plait link show``), which reorders the paths by the machine's load
+  rather than by their delays; a run with more than LATE_WARN of them gets a warning.
 """
 
 import json
@@ -31,6 +34,7 @@ import topos
 
 TUNNEL_CONFIGS = ("rr", "wrr", "auto")
 IPERF_PORT = 5201
+LATE_WARN = 0.01  # of the packets the switches sent, more than 5 ms late
 
 
 def read_netdev(pid):
@@ -484,7 +488,38 @@ def run_config(lab, config, tag=None):
         owd[nm] = sum(vals) / len(vals) if vals else None
     res["owd_mean_ms"] = owd
     res["started"] = t_start
+    sent = after["switches"]["sent"] - before["switches"]["sent"]
+    late = {k: after["switches"][k] - before["switches"][k] for k in ("late_1ms", "late_5ms")}
+    res["emulation"] = dict(sent=sent, **late)
+    if sent > 0 and late["late_5ms"] > LATE_WARN * sent:
+        res["warnings"].append(
+            "the switches sent %.1f %% of packets more than 5 ms late: the machine's load, "
+            "not the paths, reordered them (give the lab more CPUs or fewer paths)"
+            % (100.0 * late["late_5ms"] / sent)
+        )
     return res
+
+
+def switch_counts(lab):
+    """Packets the embedded switches sent, and sent more than 1 and 5 ms late, so far."""
+    c = {"sent": 0, "late_1ms": 0, "late_5ms": 0}
+    for sw in lab.net.switches:
+        if not isinstance(sw, nodes.EmbeddedSwitch):
+            continue
+        out = subprocess.run(
+            [lab.plait, "link", "show", "--switch", sw.address, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        if out.returncode != 0:
+            raise RuntimeError("plait link show on %s: %s" % (sw.name, out.stderr.strip()))
+        for link in json.loads(out.stdout) or []:
+            st = link.get("stats", {})
+            c["sent"] += int(num(st.get("tx_packets", 0)))
+            c["late_1ms"] += int(num(st.get("late_over_one_ms", 0)))
+            c["late_5ms"] += int(num(st.get("late_over_five_ms", 0)))
+    return c
 
 
 def snapshot(lab, cpid):
@@ -501,6 +536,7 @@ def snapshot(lab, cpid):
         "joins": read_mib(pid, "MPTcpExt").get("MPJoinSynAckRx", 0),
         "tx": tx,
         "reorder": t.get("reorder", {}),
+        "switches": switch_counts(lab),
     }
 
 

@@ -152,7 +152,7 @@ func printLinks(cmd *cobra.Command, links []*plaitv1.Link, jsonOut bool) error {
 		return err
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PORT\tINTERFACE\tRATE\tDELAY\tJITTER\tLOSS\tQUEUE\tSTATE\tTX PKTS\tTX BYTES\tQ DROPS\tLOSS DROPS\tDEPTH")
+	fmt.Fprintln(w, "PORT\tINTERFACE\tRATE\tDELAY\tJITTER\tLOSS\tQUEUE\tSTATE\tTX PKTS\tTX BYTES\tQ DROPS\tLOSS DROPS\tDEPTH\tLATE >1/>5 MS")
 	for _, l := range links {
 		p, s := l.GetParams(), l.GetStats()
 		loss := fmt.Sprintf("%g%%", p.GetLossPercent())
@@ -166,9 +166,9 @@ func printLinks(cmd *cobra.Command, links []*plaitv1.Link, jsonOut bool) error {
 		if p.GetReorder() {
 			state += ",reorder"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%v\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", l.GetPort(), l.GetInterface(), formatLinkRate(p.GetRateBps()),
+		fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%v\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", l.GetPort(), l.GetInterface(), formatLinkRate(p.GetRateBps()),
 			time.Duration(p.GetDelayUs())*time.Microsecond, time.Duration(p.GetJitterUs())*time.Microsecond, loss, p.GetQueuePackets(), state,
-			s.GetTxPackets(), s.GetTxBytes(), s.GetQueueDrops(), s.GetLossDrops(), s.GetQueueDepth())
+			s.GetTxPackets(), s.GetTxBytes(), s.GetQueueDrops(), s.GetLossDrops(), s.GetQueueDepth(), s.GetLateOverOneMs(), s.GetLateOverFiveMs())
 	}
 	return w.Flush()
 }

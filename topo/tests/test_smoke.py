@@ -71,6 +71,9 @@ def test_lab_run(tmp_path):
             assert set(c["per_path_bytes"]) == {"fast", "slow"}
         if c["config"] in ("rr", "wrr", "auto"):
             assert c["reordered_ratio"] is not None
+        # Every configuration crosses the embedded switches, which count their lateness.
+        e = c["emulation"]
+        assert e["sent"] > 0 and 0 <= e["late_5ms"] <= e["late_1ms"] <= e["sent"], e
         ev = c["tcp_events"]
         assert all(isinstance(v, int) and v >= 0 for v in ev.values()), c
         if c["config"] == "rr":

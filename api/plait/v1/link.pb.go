@@ -245,15 +245,20 @@ func (x *SetLinkRequest) GetParams() *LinkParams {
 }
 
 type LinkStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TxPackets     uint64                 `protobuf:"varint,1,opt,name=tx_packets,json=txPackets,proto3" json:"tx_packets,omitempty"`
-	TxBytes       uint64                 `protobuf:"varint,2,opt,name=tx_bytes,json=txBytes,proto3" json:"tx_bytes,omitempty"`
-	QueueDrops    uint64                 `protobuf:"varint,3,opt,name=queue_drops,json=queueDrops,proto3" json:"queue_drops,omitempty"`
-	LossDrops     uint64                 `protobuf:"varint,4,opt,name=loss_drops,json=lossDrops,proto3" json:"loss_drops,omitempty"`
-	DownDrops     uint64                 `protobuf:"varint,5,opt,name=down_drops,json=downDrops,proto3" json:"down_drops,omitempty"`
-	QueueDepth    uint32                 `protobuf:"varint,6,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"` // packets waiting for serialisation now
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TxPackets  uint64                 `protobuf:"varint,1,opt,name=tx_packets,json=txPackets,proto3" json:"tx_packets,omitempty"`
+	TxBytes    uint64                 `protobuf:"varint,2,opt,name=tx_bytes,json=txBytes,proto3" json:"tx_bytes,omitempty"`
+	QueueDrops uint64                 `protobuf:"varint,3,opt,name=queue_drops,json=queueDrops,proto3" json:"queue_drops,omitempty"`
+	LossDrops  uint64                 `protobuf:"varint,4,opt,name=loss_drops,json=lossDrops,proto3" json:"loss_drops,omitempty"`
+	DownDrops  uint64                 `protobuf:"varint,5,opt,name=down_drops,json=downDrops,proto3" json:"down_drops,omitempty"`
+	QueueDepth uint32                 `protobuf:"varint,6,opt,name=queue_depth,json=queueDepth,proto3" json:"queue_depth,omitempty"` // packets waiting for serialisation now
+	// Packets sent more than 1 and 5 ms after their delivery time, and the most any was:
+	// the machine kept the port's emulation waiting for a CPU.
+	LateOverOneMs  uint64 `protobuf:"varint,7,opt,name=late_over_one_ms,json=lateOverOneMs,proto3" json:"late_over_one_ms,omitempty"`
+	LateOverFiveMs uint64 `protobuf:"varint,8,opt,name=late_over_five_ms,json=lateOverFiveMs,proto3" json:"late_over_five_ms,omitempty"`
+	LateMaxUs      uint32 `protobuf:"varint,9,opt,name=late_max_us,json=lateMaxUs,proto3" json:"late_max_us,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LinkStats) Reset() {
@@ -324,6 +329,27 @@ func (x *LinkStats) GetDownDrops() uint64 {
 func (x *LinkStats) GetQueueDepth() uint32 {
 	if x != nil {
 		return x.QueueDepth
+	}
+	return 0
+}
+
+func (x *LinkStats) GetLateOverOneMs() uint64 {
+	if x != nil {
+		return x.LateOverOneMs
+	}
+	return 0
+}
+
+func (x *LinkStats) GetLateOverFiveMs() uint64 {
+	if x != nil {
+		return x.LateOverFiveMs
+	}
+	return 0
+}
+
+func (x *LinkStats) GetLateMaxUs() uint32 {
+	if x != nil {
+		return x.LateMaxUs
 	}
 	return 0
 }
@@ -519,7 +545,7 @@ const file_link_proto_rawDesc = "" +
 	"\x05_down\"R\n" +
 	"\x0eSetLinkRequest\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12,\n" +
-	"\x06params\x18\x02 \x01(\v2\x14.plait.v1.LinkParamsR\x06params\"\xc5\x01\n" +
+	"\x06params\x18\x02 \x01(\v2\x14.plait.v1.LinkParamsR\x06params\"\xb9\x02\n" +
 	"\tLinkStats\x12\x1d\n" +
 	"\n" +
 	"tx_packets\x18\x01 \x01(\x04R\ttxPackets\x12\x19\n" +
@@ -531,7 +557,10 @@ const file_link_proto_rawDesc = "" +
 	"\n" +
 	"down_drops\x18\x05 \x01(\x04R\tdownDrops\x12\x1f\n" +
 	"\vqueue_depth\x18\x06 \x01(\rR\n" +
-	"queueDepth\"\x91\x01\n" +
+	"queueDepth\x12'\n" +
+	"\x10late_over_one_ms\x18\a \x01(\x04R\rlateOverOneMs\x12)\n" +
+	"\x11late_over_five_ms\x18\b \x01(\x04R\x0elateOverFiveMs\x12\x1e\n" +
+	"\vlate_max_us\x18\t \x01(\rR\tlateMaxUs\"\x91\x01\n" +
 	"\x04Link\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12,\n" +
