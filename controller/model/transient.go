@@ -47,10 +47,12 @@ func cubicRun(c course, tcp TCP) float64 {
 		reoCap = reoStep
 	}
 	late := skew(c.l.rtt, c.l.jitter) // P8's skew with the queues empty, as at the start
-	// A lane later than R̄ is never learnt: its resent segments give srtt no sample, and
-	// srtt, the cap of reo_wnd, stays about R̄.
-	unlearnt := late > c.rbar
-	if unlearnt {
+	// A lane later than R̄ loses slow start at the first episode, and one later than R̄
+	// by more than a step of reo_wnd is never learnt: its resent segments give srtt no
+	// sample, and srtt, the cap of reo_wnd, stays about R̄ (above it by the in-order
+	// samples, which the margin stands for).
+	startFalls := late > c.rbar
+	if late > c.rbar+reoStep {
 		reoCap = min(reoCap, c.rbar)
 	}
 	var drain float64 // the longest queue at the overflow, which the cut drains
@@ -103,7 +105,7 @@ func cubicRun(c course, tcp TCP) float64 {
 			// A recovery episode lasts the in-order round trip; the next segment
 			// of the late lane is marked min_rtt + reo_wnd after it is sent.
 			nextEpisode = t + c.rhat + c.rmin + reo
-			if unlearnt {
+			if startFalls {
 				slowStart = false // the first episode ends it, and nothing undoes that
 			}
 			if !slowStart {
