@@ -158,7 +158,10 @@
 // = η(1 − p)X/(1 + r), BDP = X·R̄/8P, X the rate P5 and P7 allow) and G after. Each rule
 // below was read off lab runs (the sender's TcpExt counters, iperf3's cwnd, and the
 // kernel's tcp_cong_state_set tracepoint with srtt, min_rtt and RACK's reo_wnd_steps at
-// every state change: scripts/recovery.bt):
+// every state change: scripts/recovery.bt). Most of those runs came from the lab
+// before 2dfdbcd, whose switches, short of CPU, sent up to 6 % of packets more than 5 ms
+// late and so reordered the paths by themselves; docs/design.md (Model validation) has
+// the series on the lab since. The rules:
 //
 //   - Slow start doubles W every R̄ until BDP, where HyStart ends it as the queues start
 //     to fill (S1-3 wrr left it at cwnd 338-355 against a BDP of 326). That needs the
