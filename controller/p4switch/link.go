@@ -141,8 +141,7 @@ func (l *link) enqueue(pk *packet, now int64) {
 		l.serq.push(pk)
 		l.advance(now)
 	}
-	n := l.next()
-	wake := l.armed != 0 && n != math.MaxInt64 && n+l.tick < l.armed
+	wake := l.armed != 0 && l.next() < l.armed-l.tick
 	if wake {
 		l.armed = 0
 	}
