@@ -394,9 +394,13 @@ func (pr *prober) probe(now uint64) {
 		n, size, pr.lastTrain = trainLen, trainBytes, now
 	}
 	buf := make([]byte, size)
+	// A train's probes carry one send time, the train's: they leave together, and the
+	// receiver counts every pair of them, those that arrive together too. A link that
+	// sends in bursts (an LTE cell per TTI) delivers a train in a burst or two, and only
+	// over the whole train do bytes over arrival span give its rate.
+	pr.hdr.TxNs = uint32(monoNow())
 	for range n {
 		pr.hdr.PathSeq++
-		pr.hdr.TxNs = uint32(monoNow())
 		if b := wire.AppendHeader(buf[:0], pr.hdr); tel {
 			wire.AppendTelemetry(b, wire.Telemetry{})
 		}

@@ -101,6 +101,24 @@ func TestPartialLoadIsNotCapacity(t *testing.T) {
 	}
 }
 
+// A link that sends once per TTI delivers each probe train over a whole number of ticks:
+// three trains of 4 pairs (1242-byte frames) on a 15 Mbit/s path spanned 3, 3 and 2 ms.
+// Their bytes over their summed spans give the rate; the median train read 13.2 Mbit/s.
+func TestPairsAddUpOverTrains(t *testing.T) {
+	s := &synth{rate: 15e6, base: 45e3, offered: func(time.Duration) float64 { return 0 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	var est Estimate
+	const bits = 4 * 1242 * 8
+	for i, span := range []float64{3e-3, 3e-3, 2e-3} {
+		o := s.next(time.Duration(i)*time.Second, false)
+		o.DispBps, o.DispN = bits/span, 4
+		est = e.update(o)
+	}
+	if want := 3 * bits / 8e-3; math.Abs(est.Capacity-want) > 1e-6*want {
+		t.Fatalf("capacity %.2f Mbit/s from three trains, want their bytes over their spans, %.2f", est.Capacity/1e6, want/1e6)
+	}
+}
+
 // A path measured busy at 3.5 Mbit/s whose capacity doubles while the split under-feeds
 // it (3 Mbit/s offered) never gets another busy stretch: packet pairs well above the
 // estimate raise it once the path has held no queue for a while while another path

@@ -98,7 +98,9 @@ type link struct {
 	// math.MaxInt64 when it waits for a wake-up only.
 	armed int64
 	wake  chan struct{}
-	tick  int64 // see WithTick
+	// With a tick, packets leave only at the link's TTI boundaries, phase + k·tick (see
+	// WithTick); the phase is the link's own, as cells are not synchronised.
+	tick, phase int64
 
 	egress func(*packet) // egress pipeline and deparser
 	free   func(*packet)
@@ -141,7 +143,7 @@ func (l *link) enqueue(pk *packet, now int64) {
 		l.serq.push(pk)
 		l.advance(now)
 	}
-	wake := l.armed != 0 && l.next() < l.armed-l.tick
+	wake := l.armed != 0 && l.onGrid(l.next()) < l.armed
 	if wake {
 		l.armed = 0
 	}
@@ -189,6 +191,7 @@ func (l *link) advance(now int64) {
 		if !l.params.Reorder {
 			d = max(d, l.lastDeliver)
 		}
+		d = l.onGrid(d)
 		l.lastDeliver = max(l.lastDeliver, d)
 		pk.deliver, pk.seq = d, l.seq
 		l.seq++
@@ -228,6 +231,17 @@ func (l *link) popDue(now int64, out []*packet, n int) []*packet {
 		out = append(out, pk)
 	}
 	return out
+}
+
+// onGrid is the first TTI boundary at or after t (t itself without a tick).
+func (l *link) onGrid(t int64) int64 {
+	if l.tick == 0 || t == math.MaxInt64 {
+		return t
+	}
+	if r := (t - l.phase) % l.tick; r != 0 {
+		t += l.tick - r
+	}
+	return t
 }
 
 // next is the time of the link's next event: a serialisation start or a delivery.

@@ -78,6 +78,41 @@ func TestLateStampedPacketArrivesWhenSeen(t *testing.T) {
 	}
 }
 
+// With a tick, a link delivers only at its TTI boundaries (phase + k·tick), whatever it
+// sent before: the first packet after an idle spell waits for a boundary like the rest, so
+// a back-to-back train of 5 frames at 33.3 Mbit/s (1.2 ms of serialisation) spans one or
+// two ticks by its phase against the grid, and over all phases spans its serialisation
+// time on average.
+func TestTickDeliversOnTheGrid(t *testing.T) {
+	const tick, phase = int64(time.Millisecond), int64(300 * time.Microsecond)
+	const frame, rate = 1250, 33.3e6
+	ser := float64(frame*8) / rate * 1e9
+	var spans float64
+	const trains = 100
+	for k := 0; k < trains; k++ {
+		l, _ := testLink(LinkParams{RateBps: rate, Delay: 20 * time.Millisecond}, frame)
+		l.tick, l.phase = tick, phase
+		at := int64(k) * tick / trains // every phase of the train against the grid
+		for i := 0; i < 5; i++ {
+			l.enqueue(&packet{}, at)
+		}
+		l.mu.Lock()
+		l.advance(int64(time.Second))
+		out := l.popDue(int64(time.Second), nil, 10)
+		l.mu.Unlock()
+		for i, pk := range out {
+			end := at + int64(float64(i+1)*ser) + int64(20*time.Millisecond)
+			if (pk.deliver-phase)%tick != 0 || pk.deliver < end || pk.deliver >= end+tick {
+				t.Fatalf("train at %d ns, frame %d: delivered at %d ns, want the first boundary (%d + k·%d) at or after %d", at, i, pk.deliver, phase, tick, end)
+			}
+		}
+		spans += float64(out[4].deliver - out[0].deliver)
+	}
+	if mean, want := spans/trains, 4*ser; math.Abs(mean-want) > 0.02*want {
+		t.Errorf("trains spanned %.0f ns on average, want their serialisation, %.0f ns", mean, want)
+	}
+}
+
 // A rate change applies to packets not yet serialising and keeps them all.
 func TestRateChangeKeepsQueue(t *testing.T) {
 	l, freed := testLink(LinkParams{RateBps: 8e6}, 1000)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"sync"
@@ -108,11 +109,15 @@ func WithP4Info(info *p4info.Info) Option { return func(c *config) error { c.inf
 // nothing until a controller pushes one.
 func WithoutPipeline() Option { return func(c *config) error { c.noConfig = true; return nil } }
 
-// WithTick lets each port's link wake at most once per tick and then send every packet
-// due by then, as an LTE cell sends per 1 ms TTI. Packets leave up to a tick late, but all
-// links alike; waking per packet instead costs so much on a machine with few CPUs that the
+// WithTick makes each port's link send only at its TTI boundaries, a tick apart, as an
+// LTE cell sends a transport block per 1 ms TTI: a packet leaves at the first boundary
+// after its time, with everything else due by then, so a link wakes at most once per
+// tick. Waking per packet instead costs so much on a machine with few CPUs that the
 // scheduler, not the link, decides when packets leave, by tens of milliseconds and
-// differently on every link.
+// differently on every link. The boundaries are fixed (each link at a phase of its own)
+// rather than a tick after the last wake, so that when a packet leaves does not depend on
+// what the link sent before: a probe train's first packet, after an idle spell, would
+// otherwise leave alone and the rest a tick later, and every train read one packet a tick.
 func WithTick(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 || d > 10*time.Millisecond {
@@ -164,7 +169,9 @@ func New(opts ...Option) (*Switch, error) {
 		}
 		sp := &swPort{num: pc.num, port: pc.port}
 		sp.link = newLink(pc.params, s.egress, s.free)
-		sp.link.tick = int64(c.tick)
+		if sp.link.tick = int64(c.tick); c.tick > 0 {
+			sp.link.phase = rand.Int64N(int64(c.tick))
+		}
 		s.ports[pc.num] = sp
 		maxFrame = max(maxFrame, pc.port.maxFrame())
 	}
@@ -349,9 +356,7 @@ func (s *Switch) txLoop(sp *swPort, t *timer) {
 		batch = l.popDue(now, batch[:0], txBatch)
 		next := int64(math.MaxInt64)
 		if len(batch) == 0 {
-			if next = l.next(); next != math.MaxInt64 {
-				next = max(next, now+l.tick)
-			}
+			next = l.onGrid(l.next())
 			l.armed = next
 		}
 		l.mu.Unlock()

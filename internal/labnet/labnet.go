@@ -52,6 +52,7 @@ type Lab struct {
 	CtlSock   string
 	Telemetry bool
 	Full      bool
+	Tick      time.Duration
 }
 
 // Options of a lab.
@@ -59,6 +60,7 @@ type Options struct {
 	Ideal     bool // add the single link with the paths' summed rate and smallest delay
 	Telemetry bool // tunnels carry a telemetry block the switches stamp
 	Full      bool // tunnels encapsulate every packet whole (no compact TCP)
+	Tick      time.Duration // the switches' links send once per tick, as an LTE cell per TTI
 	Weights   []float64
 }
 
@@ -78,7 +80,7 @@ func grpcPort(i int) int { return 9700 + i }
 // equal by default). Everything is removed when the test ends.
 func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	t.Helper()
-	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, Full: opts.Full, procs: map[string]*proc{},
+	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, Full: opts.Full, Tick: opts.Tick, procs: map[string]*proc{},
 		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
 	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
 	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
@@ -162,7 +164,7 @@ func (l *Lab) link(i int, p Path) {
 	l.start(sw, l.Net, func() bool {
 		_, err := l.Net.Try(l.Bin, "link", "show", "--switch", addr)
 		return err == nil
-	}, "switch", "--name", sw, "--grpc", addr, "--port", "1="+sw+"-1", "--port", "2="+sw+"-2", "--link", "1:"+link, "--link", "2:"+link)
+	}, "switch", "--name", sw, "--grpc", addr, "--port", "1="+sw+"-1", "--port", "2="+sw+"-2", "--link", "1:"+link, "--link", "2:"+link, "--tick", l.Tick.String())
 }
 
 // proc is a switch or agent the lab can restart.
