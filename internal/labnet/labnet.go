@@ -57,9 +57,9 @@ type Lab struct {
 
 // Options of a lab.
 type Options struct {
-	Ideal     bool // add the single link with the paths' summed rate and smallest delay
-	Telemetry bool // tunnels carry a telemetry block the switches stamp
-	Full      bool // tunnels encapsulate every packet whole (no compact TCP)
+	Ideal     bool          // add the single link with the paths' summed rate and smallest delay
+	Telemetry bool          // tunnels carry a telemetry block the switches stamp
+	Full      bool          // tunnels encapsulate every packet whole (no compact TCP)
 	Tick      time.Duration // the switches' links send once per tick, as an LTE cell per TTI
 	Weights   []float64
 }
