@@ -350,11 +350,16 @@ type probeKey struct {
 // Probe trains, trainLen probes of trainBytes, go on a path idle for trainEvery, at most
 // every trainEvery: under 2 % of a 2 Mbit/s path, and never on a path the flow uses
 // (trains on every 25 ms gap took a quarter of K1's slow path and filled its queue).
+// A path's first trainsQuick trains go trainQuick apart: a link that sends per TTI
+// delivers a train over a whole number of ticks, so one train reads a 33 Mbit/s path at
+// 20 or 40 Mbit/s, and the controller needs a few before a flow comes to split.
 const (
-	probeIdle  = 50 * time.Millisecond
-	trainLen   = 5
-	trainBytes = 1200
-	trainEvery = time.Second
+	probeIdle   = 50 * time.Millisecond
+	trainLen    = 5
+	trainBytes  = 1200
+	trainEvery  = time.Second
+	trainQuick  = 250 * time.Millisecond
+	trainsQuick = 4
 )
 
 type prober struct {
@@ -363,6 +368,7 @@ type prober struct {
 	hdr       wire.Header
 	lastSent  uint64 // monotonic ns of the latest sample that saw data leave; 0: never
 	lastTrain uint64 // monotonic ns; 0: never
+	trains    int
 }
 
 // prober returns path i's prober, made on first use; nil when its socket cannot be made.
@@ -390,8 +396,13 @@ func (pr *prober) probe(now uint64) {
 	if tel {
 		size += wire.TelemetryLen
 	}
-	if idle >= uint64(trainEvery) && (pr.lastTrain == 0 || now-pr.lastTrain >= uint64(trainEvery)) {
+	every := uint64(trainEvery)
+	if pr.trains < trainsQuick {
+		every = uint64(trainQuick)
+	}
+	if idle >= every && (pr.lastTrain == 0 || now-pr.lastTrain >= every) {
 		n, size, pr.lastTrain = trainLen, trainBytes, now
+		pr.trains++
 	}
 	buf := make([]byte, size)
 	// A train's probes carry one send time, the train's: they leave together, and the
