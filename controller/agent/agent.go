@@ -532,7 +532,8 @@ func (a *Agent) SetSignalTrigger(_ context.Context, req *pb.SetSignalTriggerRequ
 	})
 }
 
-// SetPathEstimates feeds edpf each path's rate and one-way delay.
+// SetPathEstimates feeds edpf each path's rate and one-way delay, and the probe trains
+// each path's capacity.
 func (a *Agent) SetPathEstimates(_ context.Context, req *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
 	return a.update(req.TunnelId, func(t *tunnel) error {
 		if err := checkEstimates(req.Estimates, len(t.paths)); err != nil {

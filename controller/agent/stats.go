@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +55,9 @@ type sampler struct {
 	mu     sync.Mutex
 	hist   map[uint32]*history // by tunnel id
 	probes map[probeKey]*prober
+	// watchers counts the statistics streams (a controller's): a path whose capacity the
+	// controller does not know gets its trains quick while one watches.
+	watchers atomic.Int32
 }
 
 func newSampler(a *Agent) *sampler {
@@ -85,10 +90,22 @@ func (s *sampler) sample() {
 	type work struct {
 		id, slot uint32
 		t        *tunnel
+		capacity []float64 // the controller's, per path: sizes probe trains
+		unused   []bool    // the split gives the path nothing
 	}
 	var todo []work
 	for id, t := range s.a.tunnels {
-		todo = append(todo, work{id, t.slot, t})
+		w := work{id, t.slot, t, make([]float64, len(t.paths)), make([]bool, len(t.paths))}
+		for i, p := range t.paths {
+			w.capacity[i] = p.est.GetCapacityBps()
+			switch t.cfg.Mode {
+			case pb.Mode_MODE_WRR:
+				w.unused[i] = i < len(t.cfg.Weights) && t.cfg.Weights[i] == 0
+			case pb.Mode_MODE_EDPF:
+				w.unused[i] = p.est.GetRateBps() == 0
+			}
+		}
+		todo = append(todo, w)
 	}
 	s.a.mu.Unlock()
 
@@ -122,7 +139,7 @@ func (s *sampler) sample() {
 			case prev != nil && tx.Packets[i] != prev.tx.Packets[i]:
 				pr.lastSent = snap.mono
 			default:
-				pr.probe(snap.mono)
+				pr.probe(snap.mono, w.capacity[i], w.unused[i] && s.watchers.Load() > 0)
 			}
 		}
 		h.add(snap, capacity)
@@ -275,6 +292,9 @@ func (a *Agent) WatchStats(ctx context.Context, req *pb.StatsRequest, send func(
 	if period < a.opts.sampleInterval {
 		return invalid("interval %v is shorter than the agent's sampling interval %v", period, a.opts.sampleInterval)
 	}
+	a.stats.quickTrains()
+	a.stats.watchers.Add(1)
+	defer a.stats.watchers.Add(-1)
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -350,9 +370,16 @@ type probeKey struct {
 // Probe trains, trainLen probes of trainBytes, go on a path idle for trainEvery, at most
 // every trainEvery: under 2 % of a 2 Mbit/s path, and never on a path the flow uses
 // (trains on every 25 ms gap took a quarter of K1's slow path and filled its queue).
-// A path's first trainsQuick trains go trainQuick apart: a link that sends per TTI
-// delivers a train over a whole number of ticks, so one train reads a 33 Mbit/s path at
-// 20 or 40 Mbit/s, and the controller needs a few before a flow comes to split.
+// A link that sends per TTI delivers a train over a whole number of ticks, so a train of
+// five reads a 33 Mbit/s path at 20 or 40 Mbit/s. Where the controller knows a path's
+// capacity the train is as long as trainSpan of it (up to trainMax probes; at 36 Mbit/s,
+// 20), which a 1 ms tick then errs by a fifth at most. Only trains that meet the TTIs at every
+// phase average out, and the sampler's period is a whole number of milliseconds, so each
+// train leaves a random part of trainDither after its sample (without it, every train of
+// a run met its link at one phase, and S1-4's 33 Mbit/s path read 23-28 Mbit/s in two
+// runs of three). A path's first trainsQuick trains go trainQuick apart, and so do the
+// first after a controller starts watching, and all while it has no capacity for a path
+// it leaves out of the split, so that it has a few before it splits over the path.
 const (
 	probeIdle   = 50 * time.Millisecond
 	trainLen    = 5
@@ -360,15 +387,33 @@ const (
 	trainEvery  = time.Second
 	trainQuick  = 250 * time.Millisecond
 	trainsQuick = 4
+	trainDither = 4 * time.Millisecond
+	trainSpan   = 5 * time.Millisecond
+	trainMax    = 40
+	trainWire   = trainBytes + 42 // with UDP, IPv4 and Ethernet headers
 )
 
 type prober struct {
-	fd        int
-	dst       unix.SockaddrInet4
-	hdr       wire.Header
 	lastSent  uint64 // monotonic ns of the latest sample that saw data leave; 0: never
 	lastTrain uint64 // monotonic ns; 0: never
 	trains    int
+
+	mu     sync.Mutex // the socket and header, shared with a train's timer
+	fd     int
+	dst    unix.SockaddrInet4
+	hdr    wire.Header
+	timer  *time.Timer
+	closed bool
+}
+
+// quickTrains gives every path its quick trains again: a controller that starts watching
+// learns the paths' capacities within a second, not one train a second.
+func (s *sampler) quickTrains() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pr := range s.probes {
+		pr.trains = 0
+	}
 }
 
 // prober returns path i's prober, made on first use; nil when its socket cannot be made.
@@ -386,29 +431,58 @@ func (s *sampler) prober(t *tunnel, i int, p *path) *prober {
 	return pr
 }
 
-func (pr *prober) probe(now uint64) {
+// trainLength is how many probes a train of a path of this capacity (bit/s; 0: not
+// known) takes to span trainSpan.
+func trainLength(capacity float64) int {
+	n := int(math.Ceil(capacity*trainSpan.Seconds()/(8*trainWire))) + 1
+	return min(max(n, trainLen), trainMax)
+}
+
+// probe sends path's probe or train if it is due. capacity is the controller's estimate
+// (0: not known); waited: a controller watches and the split gives the path nothing.
+func (pr *prober) probe(now uint64, capacity float64, waited bool) {
 	idle := now - pr.lastSent
 	if idle < uint64(probeIdle) {
 		return
 	}
-	n, size := 1, wire.HeaderLen
-	tel := pr.hdr.Flags&wire.FlagTelemetry != 0
-	if tel {
+	every, quiet := uint64(trainEvery), uint64(trainEvery)
+	switch {
+	case waited && capacity == 0:
+		// The controller waits for this path's trains before it splits over it (a flow's
+		// ACKs or control connection may trickle on it, which need not keep them off).
+		// Never on a path the split uses: trains every 250 ms are all of a 200 kbit/s path.
+		every, quiet = uint64(trainQuick), uint64(probeIdle)
+	case pr.trains < trainsQuick:
+		every, quiet = uint64(trainQuick), uint64(trainQuick)
+	}
+	if idle >= quiet && (pr.lastTrain == 0 || now-pr.lastTrain >= every) {
+		pr.lastTrain = now
+		pr.trains++
+		pr.mu.Lock()
+		n := trainLength(capacity)
+		pr.timer = time.AfterFunc(rand.N(trainDither), func() { pr.send(n, trainBytes) })
+		pr.mu.Unlock()
+		return
+	}
+	size := wire.HeaderLen
+	if pr.hdr.Flags&wire.FlagTelemetry != 0 {
 		size += wire.TelemetryLen
 	}
-	every := uint64(trainEvery)
-	if pr.trains < trainsQuick {
-		every = uint64(trainQuick)
-	}
-	if idle >= every && (pr.lastTrain == 0 || now-pr.lastTrain >= every) {
-		n, size, pr.lastTrain = trainLen, trainBytes, now
-		pr.trains++
+	pr.send(1, size)
+}
+
+// send sends n probes of size bytes back to back. A train's probes carry one send time,
+// the train's: they leave together, and the receiver counts every pair of them, those
+// that arrive together too, since a link that sends in bursts delivers a train in a
+// burst or two and only over the whole train do bytes over arrival span give its rate.
+func (pr *prober) send(n, size int) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return
 	}
 	buf := make([]byte, size)
-	// A train's probes carry one send time, the train's: they leave together, and the
-	// receiver counts every pair of them, those that arrive together too. A link that
-	// sends in bursts (an LTE cell per TTI) delivers a train in a burst or two, and only
-	// over the whole train do bytes over arrival span give its rate.
+	tel := pr.hdr.Flags&wire.FlagTelemetry != 0
 	pr.hdr.TxNs = uint32(monoNow())
 	for range n {
 		pr.hdr.PathSeq++
@@ -449,4 +523,12 @@ func newProber(t *tunnel, i int, p *path) (*prober, error) {
 	}, nil
 }
 
-func (p *prober) close() { unix.Close(p.fd) }
+func (pr *prober) close() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.timer != nil {
+		pr.timer.Stop()
+	}
+	pr.closed = true
+	unix.Close(pr.fd)
+}

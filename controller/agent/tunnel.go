@@ -323,6 +323,9 @@ func checkEstimates(est []*pb.PathEstimate, n int) error {
 		if math.IsNaN(e.DelayUs) || math.IsInf(e.DelayUs, 0) || e.DelayUs < 0 || e.DelayUs > 4e6 {
 			return invalid("estimate %d: delay must be between 0 and 4 s (in µs)", i+1)
 		}
+		if math.IsNaN(e.CapacityBps) || math.IsInf(e.CapacityBps, 0) || e.CapacityBps < 0 {
+			return invalid("estimate %d: capacity must be a finite number of bit/s >= 0", i+1)
+		}
 	}
 	return nil
 }

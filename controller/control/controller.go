@@ -269,7 +269,7 @@ func (c *Controller) write(ctx context.Context, d *direction, old, want target, 
 		}
 	}
 	// Inputs first, then the mode that reads them.
-	if want.mode == pb.Mode_MODE_EDPF && want.est != nil {
+	if want.est != nil {
 		if _, err := cl.SetPathEstimates(ctx, &pb.SetPathEstimatesRequest{TunnelId: id, Estimates: want.est}); err != nil {
 			return fmt.Errorf("set estimates: %w", err)
 		}

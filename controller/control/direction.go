@@ -225,6 +225,7 @@ func (d *direction) decide(now time.Time, tcp model.TCP) target {
 	if d.tx != nil && d.split == nil {
 		d.opt.sawTriggered(now, d.tx.Triggered)
 	}
+	d.opt.probed = d.split == nil
 	return d.opt.decide(now, d.ests, d.override, d.manual, tcp)
 }
 

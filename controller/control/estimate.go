@@ -64,6 +64,7 @@ const (
 	dispAge        = 2 * time.Second // ... for at most this long ...
 	dispMin        = 3               // ... unless fewer remain
 	pairRaise      = 1.2             // pairs this far above a measured capacity raise it
+	pairSpread     = 2.5             // reports of pairs this far from their median are outliers
 	// Capacity comes from bytes delivered over a stretch in which the path never ran out
 	// of queue: at least busyStretch long (50 ms reports hold a handful of packets on a
 	// slow path, far too few), at most busyKeep.
@@ -336,8 +337,8 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	case o.At.Sub(e.lastBusy) >= busyKeep && o.OthersBusy:
 		// Only pairs read since the path last queued: the queue-free spell is the evidence.
 		quiet := slices.DeleteFunc(slices.Clone(e.pairs), func(r pairReport) bool { return r.at.Sub(e.lastBusy) < busyKeep })
-		if m := pairRate(quiet); len(quiet) >= dispMin && m > pairRaise*est.Capacity {
-			est.Capacity = m
+		if len(quiet) >= dispMin && pairRate(quiet) > pairRaise*est.Capacity {
+			est.Capacity = pairRate(quiet)
 		}
 	}
 	est.Ahead = math.NaN()
@@ -346,6 +347,12 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	}
 	e.prev, e.hasPrev = o, true
 	return *est
+}
+
+// measured: the capacity rests on a busy stretch or on more than one report of packet
+// pairs, not on a first train alone.
+func (e *pathEstimator) measured() bool {
+	return e.est.CapacityKnown && (e.busyKnown || len(e.pairs) >= 2)
 }
 
 // busyRate is the delivery rate over the latest stretch of busy reports, when that
@@ -449,12 +456,23 @@ func windowMax(s []timed, now time.Time, win time.Duration) float64 {
 // train over a whole number of bursts, so one train reads its path at a multiple of the
 // burst spacing, too fast or too slow; over trains that met the bursts at every phase the
 // arrival spans add up to the trains' serialisation times. The median of S1-4's 14.7
-// Mbit/s path over three trains of a 1 ms TTI read 12.8 or 19.2 Mbit/s.
+// Mbit/s path over three trains of a 1 ms TTI read 12.8 or 19.2 Mbit/s. Reports further
+// than pairSpread from the median are left out: a train whose sender or link stalled
+// for a few milliseconds spans them (S1-4's 36 Mbit/s path once read 8.8 Mbit/s beside
+// 39.9, which summed made it 14.4), where bursts make at most a factor of two.
 func pairRate(s []pairReport) float64 {
+	rates := make([]float64, len(s))
+	for i, r := range s {
+		rates[i] = r.bps
+	}
+	slices.Sort(rates)
+	med := rates[len(rates)/2]
 	var n, t float64
 	for _, r := range s {
-		n += r.n
-		t += r.n / r.bps
+		if r.bps >= med/pairSpread && r.bps <= med*pairSpread {
+			n += r.n
+			t += r.n / r.bps
+		}
 	}
 	return n / t
 }

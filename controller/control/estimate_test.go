@@ -110,12 +110,18 @@ func TestPairsAddUpOverTrains(t *testing.T) {
 	var est Estimate
 	const bits = 4 * 1242 * 8
 	for i, span := range []float64{3e-3, 3e-3, 2e-3} {
-		o := s.next(time.Duration(i)*time.Second, false)
+		o := s.next(time.Duration(i)*500*time.Millisecond, false)
 		o.DispBps, o.DispN = bits/span, 4
 		est = e.update(o)
 	}
 	if want := 3 * bits / 8e-3; math.Abs(est.Capacity-want) > 1e-6*want {
 		t.Fatalf("capacity %.2f Mbit/s from three trains, want their bytes over their spans, %.2f", est.Capacity/1e6, want/1e6)
+	}
+	// A train that stalled 8 ms on its way is no measure of the path.
+	o := s.next(1500*time.Millisecond, false)
+	o.DispBps, o.DispN = bits/10e-3, 4
+	if est := e.update(o); math.Abs(est.Capacity-3*bits/8e-3) > 1e-6*est.Capacity {
+		t.Fatalf("capacity %.2f Mbit/s after a stalled train, want the other three's %.2f", est.Capacity/1e6, 3*bits/8e-3/1e6)
 	}
 }
 

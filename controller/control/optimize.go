@@ -31,6 +31,7 @@ const (
 	// path's capacity): a guess too high corrects itself within one busy stretch, one too
 	// low by probing up. For a tunnel's reverse direction (ACKs) only delays matter.
 	unknownRate = 10e6
+	unknownWait = 2 * time.Second // see waitForTrains
 	// minPackets is the smallest number of a path's packets in one report that the
 	// arrival correction and probing read as "the path carries traffic".
 	minPackets = 3
@@ -130,7 +131,9 @@ func (t target) equal(o target) bool {
 		}
 	}
 	for i := range t.est {
-		if !near(t.est[i].RateBps, o.est[i].RateBps, 0.01) || math.Abs(t.est[i].DelayUs-o.est[i].DelayUs) > 200 {
+		// A train's length need not follow the capacity closely.
+		if !near(t.est[i].RateBps, o.est[i].RateBps, 0.01) || math.Abs(t.est[i].DelayUs-o.est[i].DelayUs) > 200 ||
+			!near(t.est[i].CapacityBps, o.est[i].CapacityBps, 0.2) {
 			return false
 		}
 	}
@@ -160,6 +163,11 @@ type optimizer struct {
 	setSince  time.Time
 	corr      []float64 // arrival correction per path, µs
 	starved   []int     // consecutive intervals a path in use showed no queue while another did
+	// probed: the sender is a host agent, whose probe trains measure the paths a split
+	// leaves idle (a split switch sends none); unknownSince is when each live path was
+	// first seen without a known capacity (see waitForTrains).
+	probed       bool
+	unknownSince []time.Time
 	reason    string
 	predict   float64
 	signalAt  time.Time // last congestion signal
@@ -185,7 +193,7 @@ type optimizer struct {
 // burst of spurious retransmissions and seconds of slow cubic growth; a light flow merely
 // spends its first seconds striped.
 func newOptimizer(n int, now time.Time) *optimizer {
-	return &optimizer{corr: make([]float64, n), starved: make([]int, n), bulk: true, starting: true}
+	return &optimizer{corr: make([]float64, n), starved: make([]int, n), unknownSince: make([]time.Time, n), bulk: true, starting: true}
 }
 
 // decide chooses the split for the next interval. override is "auto" or a fixed mode;
@@ -198,15 +206,15 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	}
 	switch override {
 	case "rr":
-		t.mode = pb.Mode_MODE_RR
+		t.mode, t.est = pb.Mode_MODE_RR, o.estimates(ests, make([]bool, n))
 		o.reason = "operator: rr"
 		return t
 	case "wrr":
-		t.mode, t.weights = pb.Mode_MODE_WRR, o.wrrWeights(ests, weights)
+		t.mode, t.weights, t.est = pb.Mode_MODE_WRR, o.wrrWeights(ests, weights), o.estimates(ests, make([]bool, n))
 		o.reason = "operator: wrr"
 		return t
 	case "edpf":
-		t.mode, t.est = pb.Mode_MODE_EDPF, o.edpfEstimates(ests, allTrue(n))
+		t.mode, t.est = pb.Mode_MODE_EDPF, o.estimates(ests, allTrue(n))
 		o.reason = "operator: edpf"
 		return t
 	}
@@ -225,11 +233,12 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 		t.signal = o.congested(now, ests, t.weights)
 		o.trigger = o.triggerFor(now, ests, t.weights)
 		t.trigger = o.trigger
+		t.est = o.estimates(ests, o.set) // the probe trains' capacities
 		return t
 	}
 	o.correct(ests)
 	o.probe(ests)
-	t.mode, t.est = pb.Mode_MODE_EDPF, o.edpfEstimates(ests, o.set)
+	t.mode, t.est = pb.Mode_MODE_EDPF, o.estimates(ests, o.set)
 	t.trigger = o.trigger // for the bulk flow that may follow
 	return t
 }
@@ -337,6 +346,13 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		}
 		return w
 	}
+	if mode == model.WRR && o.probed {
+		for _, i := range live {
+			if !ests[i].measured() {
+				unknown++
+			}
+		}
+	}
 	if unknown > 0 {
 		set := make([]bool, len(ests))
 		for _, i := range live {
@@ -344,6 +360,9 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		}
 		o.set, o.setLive, o.predict, o.setMode = set, nil, 0, mode
 		o.reason = fmt.Sprintf("%v over every live path while %d are not measured yet", mode, unknown)
+		if mode == model.WRR && o.probed {
+			o.waitForTrains(now, ests)
+		}
 		return weights()
 	}
 	all := modelPaths(ests)
@@ -387,6 +406,40 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		}
 	}
 	return weights()
+}
+
+// waitForTrains leaves a bulk split's paths of unknown capacity out of o.set for up to
+// unknownWait, while at least one path of known capacity is in: the sending agent's probe
+// trains measure an idle path within a second, and a guess is a poor split. A path read
+// from one report of pairs waits too: one train on a loaded machine read
+// A2's 5 Mbit/s path at 3.8, which left it under-fed and never measured again. On A2 a flow
+// that started before a train reached the 100 ms path gave it twice its 5 Mbit/s by the
+// guess; the reordering cost slow start, the flow crept at 2 Mbit/s, the path never
+// queued, and no busy stretch measured it for the rest of the run.
+func (o *optimizer) waitForTrains(now time.Time, ests []*pathEstimator) {
+	var waiting, known []int
+	for i, e := range ests {
+		switch {
+		case !o.set[i]:
+			o.unknownSince[i] = time.Time{}
+		case e.measured():
+			known = append(known, i)
+		default:
+			if o.unknownSince[i].IsZero() {
+				o.unknownSince[i] = now
+			}
+			if now.Sub(o.unknownSince[i]) < unknownWait {
+				waiting = append(waiting, i)
+			}
+		}
+	}
+	if len(known) == 0 || len(waiting) == 0 {
+		return
+	}
+	for _, i := range waiting {
+		o.set[i] = false
+	}
+	o.reason = fmt.Sprintf("%v over the paths of known capacity while the probe trains measure %d more", model.WRR, len(waiting))
 }
 
 func describe(ps []model.Path) string {
@@ -462,10 +515,15 @@ func (o *optimizer) probe(ests []*pathEstimator) {
 	}
 }
 
-func (o *optimizer) edpfEstimates(ests []*pathEstimator, set []bool) []*pb.PathEstimate {
+// estimates are edpf's inputs for the paths of set, and every path's capacity where it is
+// measured, which sizes the sending agent's probe trains; 0 asks for more trains.
+func (o *optimizer) estimates(ests []*pathEstimator, set []bool) []*pb.PathEstimate {
 	out := make([]*pb.PathEstimate, len(ests))
 	for i, e := range ests {
 		pe := &pb.PathEstimate{}
+		if e.measured() {
+			pe.CapacityBps = e.est.Capacity
+		}
 		base := e.est.Base
 		if math.IsNaN(base) {
 			base = 0

@@ -475,9 +475,13 @@ func (x *SignalTrigger) GetWindowMs() uint32 {
 }
 
 type PathEstimate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RateBps       float64                `protobuf:"fixed64,1,opt,name=rate_bps,json=rateBps,proto3" json:"rate_bps,omitempty"` // capacity the scheduler may use on this path
-	DelayUs       float64                `protobuf:"fixed64,2,opt,name=delay_us,json=delayUs,proto3" json:"delay_us,omitempty"` // one-way delay; only differences between paths matter
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RateBps float64                `protobuf:"fixed64,1,opt,name=rate_bps,json=rateBps,proto3" json:"rate_bps,omitempty"` // capacity the scheduler may use on this path
+	DelayUs float64                `protobuf:"fixed64,2,opt,name=delay_us,json=delayUs,proto3" json:"delay_us,omitempty"` // one-way delay; only differences between paths matter
+	// The controller's estimate of the path's capacity, used or not (0: not known). It
+	// sizes the agent's probe trains: on a link that sends per TTI a train must span a
+	// few of them to read the rate.
+	CapacityBps   float64 `protobuf:"fixed64,3,opt,name=capacity_bps,json=capacityBps,proto3" json:"capacity_bps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -522,6 +526,13 @@ func (x *PathEstimate) GetRateBps() float64 {
 func (x *PathEstimate) GetDelayUs() float64 {
 	if x != nil {
 		return x.DelayUs
+	}
+	return 0
+}
+
+func (x *PathEstimate) GetCapacityBps() float64 {
+	if x != nil {
+		return x.CapacityBps
 	}
 	return 0
 }
@@ -1730,10 +1741,11 @@ const file_agent_proto_rawDesc = "" +
 	"\bqueue_us\x18\x02 \x01(\x01R\aqueueUs\x12\x1f\n" +
 	"\vstanding_us\x18\x03 \x01(\x01R\n" +
 	"standingUs\x12\x1b\n" +
-	"\twindow_ms\x18\x04 \x01(\rR\bwindowMs\"D\n" +
+	"\twindow_ms\x18\x04 \x01(\rR\bwindowMs\"g\n" +
 	"\fPathEstimate\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
-	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\"\x9e\x02\n" +
+	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\x12!\n" +
+	"\fcapacity_bps\x18\x03 \x01(\x01R\vcapacityBps\"\x9e\x02\n" +
 	"\tPathState\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12,\n" +
 	"\x06config\x18\x02 \x01(\v2\x14.plait.v1.PathConfigR\x06config\x12\x0e\n" +
