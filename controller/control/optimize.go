@@ -157,31 +157,31 @@ type optimizer struct {
 	bulk       bool
 	lightSince time.Time
 
-	set       []bool // paths the split may use
-	setLive   []bool // paths that were alive when set was chosen
-	setMode   model.Mode
-	setSince  time.Time
-	corr      []float64 // arrival correction per path, µs
-	starved   []int     // consecutive intervals a path in use showed no queue while another did
+	set      []bool // paths the split may use
+	setLive  []bool // paths that were alive when set was chosen
+	setMode  model.Mode
+	setSince time.Time
+	corr     []float64 // arrival correction per path, µs
+	starved  []int     // consecutive intervals a path in use showed no queue while another did
 	// probed: the sender is a host agent, whose probe trains measure the paths a split
 	// leaves idle (a split switch sends none); unknownSince is when each live path was
 	// first seen without a known capacity (see waitForTrains).
 	probed       bool
 	unknownSince []time.Time
-	reason    string
-	predict   float64
-	signalAt  time.Time // last congestion signal
-	signals   int       // congestion signals given
-	signalQ   float64   // the paths' mean queue at the last one, µs
-	lastQueue float64   // the paths' mean queue at the previous decision, µs
-	starting  bool      // no flow has filled the split since the direction was idle
-	startAt   time.Time // the first busy decision of that flow
-	startSigs int       // signals given before it
-	trigger   *pb.SignalTrigger
-	trigRates []timed // the split's summed capacity at each decision, over triggerKeep
-	triggered uint32  // signals the sender's trigger gave, as last reported (seenTrig)
-	seenTrig  bool
-	byTrigger int // of signals, those the sender's trigger gave
+	reason       string
+	predict      float64
+	signalAt     time.Time // last congestion signal
+	signals      int       // congestion signals given
+	signalQ      float64   // the paths' mean queue at the last one, µs
+	lastQueue    float64   // the paths' mean queue at the previous decision, µs
+	starting     bool      // no flow has filled the split since the direction was idle
+	startAt      time.Time // the first busy decision of that flow
+	startSigs    int       // signals given before it
+	trigger      *pb.SignalTrigger
+	trigRates    []timed // the split's summed capacity at each decision, over triggerKeep
+	triggered    uint32  // signals the sender's trigger gave, as last reported (seenTrig)
+	seenTrig     bool
+	byTrigger    int // of signals, those the sender's trigger gave
 	// ackBase is the base one-way delay of the path the direction's ACKs return on, µs
 	// (0 until the controller has routed them): with the forward base it makes the flow's
 	// round trip, the clocks' offset cancelling between the two directions.
