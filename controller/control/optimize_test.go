@@ -400,3 +400,42 @@ func TestOptimizerFeedsFastPathAtFlowStart(t *testing.T) {
 		t.Errorf("after the split was filled: shares %.3f, want b at %.3f", got, 2.0/14)
 	}
 }
+
+// A bulk split over a host agent's paths leaves a path of unknown capacity out for up to
+// unknownWait, while the agent's probe trains measure it; a split switch, which sends no
+// trains, gives it a guessed share at once, and so does an agent's split after the wait.
+func TestBulkSplitWaitsForTrains(t *testing.T) {
+	caps, delays := []float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}
+	for _, probed := range []bool{true, false} {
+		ests := known(caps, delays, 14e6)
+		ests[0].est.Capacity, ests[0].est.CapacityKnown, ests[0].busyKnown = 0, false, false
+		o := newOptimizer(len(caps), t0)
+		o.probed = probed
+		at := func(d time.Duration) []float64 {
+			return o.decide(t0.Add(d), ests, "auto", nil, model.TCP{}).shares()
+		}
+		if w := at(0); (w[0] == 0) != probed {
+			t.Errorf("probed=%v: shares %.3f at once; want path 0 left out only while trains can measure it", probed, w)
+		}
+		if w := at(unknownWait - 100*time.Millisecond); (w[0] == 0) != probed {
+			t.Errorf("probed=%v: shares %.3f just before the wait ends", probed, w)
+		}
+		if w := at(unknownWait); w[0] == 0 {
+			t.Errorf("probed=%v: shares %.3f after the wait, want path 0 in on a guess", probed, w)
+		}
+	}
+	// A path read from one report of pairs waits too; from two it is in.
+	ests := known(caps, delays, 14e6)
+	e := ests[0]
+	e.est.Capacity, e.busyKnown = 5e6, false
+	e.pairs = []pairReport{{t0, 5e6, 4}}
+	o := newOptimizer(len(caps), t0)
+	o.probed = true
+	if w := o.decide(t0, ests, "auto", nil, model.TCP{}).shares(); w[0] != 0 {
+		t.Errorf("shares %.3f with path 0 read from one train, want it left out", w)
+	}
+	e.pairs = append(e.pairs, pairReport{t0.Add(250 * time.Millisecond), 5e6, 4})
+	if w := o.decide(t0.Add(300*time.Millisecond), ests, "auto", nil, model.TCP{}).shares(); w[0] == 0 {
+		t.Errorf("shares %.3f with path 0 read from two trains, want it in", w)
+	}
+}
