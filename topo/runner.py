@@ -17,7 +17,8 @@ scenario's congestion control, and measurements taken the same way for all:
   configurations only);
 - the emulation's own lateness: packets the embedded switches sent more than 1 and 5 ms
   after their time (``plait link show``), which reorders the paths by the machine's load
-  rather than by their delays; a run with more than LATE_WARN of them gets a warning.
+  rather than by their delays; a run with more of them than the plan's late_warn (a share
+  of the packets sent, defined in Go beside the plan) gets a warning.
 """
 
 import json
@@ -34,7 +35,6 @@ import topos
 
 TUNNEL_CONFIGS = ("rr", "wrr", "auto")
 IPERF_PORT = 5201
-LATE_WARN = 0.01  # of the packets the switches sent, more than 5 ms late
 
 
 def read_netdev(pid):
@@ -218,10 +218,15 @@ def run_all(lab, say):
 def median_run(rs):
     """The run with the median goodput (the lower middle one of an even count) stands
     for its configuration; every run's goodput and steady goodput are kept beside it,
-    and the median of the steady goodputs."""
+    and the median of the steady goodputs. The emulation's counts are every run's: how
+    faithful the lab was bears on the median as much as on the run that is it."""
     mid = (len(rs) - 1) // 2
     res = dict(sorted(rs, key=lambda r: r.get("goodput_bps", 0))[mid])
     if len(rs) > 1:
+        if all("emulation" in r for r in rs):
+            res["emulation"] = {
+                k: sum(r["emulation"][k] for r in rs) for k in rs[0]["emulation"]
+            }
         res["goodput_runs_bps"] = [r.get("goodput_bps", 0) for r in rs]
         res["goodput_steady_runs_bps"] = [r.get("goodput_steady_bps", 0) for r in rs]
         res["goodput_steady_bps"] = sorted(res["goodput_steady_runs_bps"])[mid]
@@ -491,7 +496,7 @@ def run_config(lab, config, tag=None):
     sent = after["switches"]["sent"] - before["switches"]["sent"]
     late = {k: after["switches"][k] - before["switches"][k] for k in ("late_1ms", "late_5ms")}
     res["emulation"] = dict(sent=sent, **late)
-    if sent > 0 and late["late_5ms"] > LATE_WARN * sent:
+    if sent > 0 and late["late_5ms"] > lab.plan["late_warn"] * sent:
         res["warnings"].append(
             "the switches sent %.1f %% of packets more than 5 ms late: the machine's load, "
             "not the paths, reordered them (give the lab more CPUs or fewer paths)"

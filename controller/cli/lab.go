@@ -162,7 +162,14 @@ type labPlan struct {
 	Repeat     int         `json:"repeat"`
 	Version    string      `json:"plait_version"`
 	BMv2JSON   string      `json:"bmv2_json"`
+	LateWarn   float64     `json:"late_warn"`
 }
+
+// lateWarn is the share of packets the embedded switches may send more than 5 ms late
+// before a lab run warns and a validation point says the lab, not the paths, reordered
+// them: RACK's window grows in steps of a quarter of min_rtt (10 ms on S1), so lateness
+// of that order is reordering TCP reacts to.
+const lateWarn = 0.01
 
 type labScenario struct {
 	Name        string     `json:"name"`
@@ -261,6 +268,7 @@ func buildPlan(s *scenario.Scenario, name, results string) (*labPlan, error) {
 		SingleBest: chooseSingleBest(s),
 		Plait:      exe,
 		Version:    buildRevision(),
+		LateWarn:   lateWarn,
 	}
 	for _, sp := range s.Paths {
 		p.Scenario.Paths = append(p.Scenario.Paths, linkOf(sp))

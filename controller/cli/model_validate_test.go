@@ -240,7 +240,11 @@ func TestModelValidatePool(t *testing.T) {
 	dir := t.TempDir()
 	a := testSummary(scenario.ShapeParallel)
 	b := testSummary(scenario.ShapeParallel)
-	b["configs"] = []any{map[string]any{"config": "rr", "goodput_steady_bps": 5e6, "retransmits": 20, "goodput_steady_runs_bps": []float64{4.5e6, 5e6, 5.5e6}}}
+	b["configs"] = []any{map[string]any{"config": "rr", "goodput_steady_bps": 5e6, "retransmits": 20, "goodput_steady_runs_bps": []float64{4.5e6, 5e6, 5.5e6},
+		"emulation": map[string]any{"sent": 3000, "late_1ms": 200, "late_5ms": 60}}}
+	for _, c := range a["configs"].([]any) {
+		c.(map[string]any)["emulation"] = map[string]any{"sent": 1000, "late_1ms": 10, "late_5ms": 0}
+	}
 	b["single_best"].(map[string]any)["reason"] = "the model's single-path prediction, 7 Mbit/s"
 	c := testSummary(scenario.ShapeParallel)
 	c["paths"].([]any)[1].(map[string]any)["queue"] = 60
@@ -274,6 +278,15 @@ func TestModelValidatePool(t *testing.T) {
 	}
 	if pts[1].Summary != fc || pts[1].Pooled != nil || pts[1].Measured != 7e6 {
 		t.Errorf("c: %+v", pts[1])
+	}
+	// The switches' lateness adds up over the pooled runs (60 of 4000), and a summary
+	// without the counts has none.
+	if p.Late == nil || *p.Late != 0.015 || pts[1].Late != nil {
+		t.Errorf("late share: pooled %v, c %v; want 0.015 and none", p.Late, pts[1].Late)
+	}
+	out, err := runModel(t, "validate", "--compare", "rr", "--no-plot", "--out", filepath.Join(dir, "text"), "--pool", "--from", fa, "--from", fb)
+	if err != nil || !strings.Contains(out, "1 points where the switches sent more than 1 % of packets over 5 ms late") || !strings.Contains(out, "T2 rr (1.5 %, Plait") {
+		t.Errorf("verdict on the lab's lateness: %v\n%s", err, out)
 	}
 
 	saved, _ := filepath.Glob(filepath.Join(dir, "v", "*", "validate.json"))

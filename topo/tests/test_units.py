@@ -119,6 +119,18 @@ def test_median_run_takes_each_figure_s_median():
     assert m["goodput_bps"] == 2 and m["goodput_steady_bps"] == 2.5
     assert m["goodput_runs_bps"] == [3, 1, 2]
     assert m["goodput_steady_runs_bps"] == [1, 3, 2.5]
+    assert "emulation" not in m
+
+
+def test_median_run_counts_every_run_s_lateness():
+    rs = [
+        {"goodput_bps": g, "emulation": {"sent": 100, "late_1ms": 10 * g, "late_5ms": g}}
+        for g in (3, 1, 2)
+    ]
+    m = runner.median_run(rs)
+    assert m["goodput_bps"] == 2
+    assert m["emulation"] == {"sent": 300, "late_1ms": 60, "late_5ms": 6}
+    assert rs[2]["emulation"]["sent"] == 100  # the run itself keeps its own
 
 
 def test_fmt_rate():
