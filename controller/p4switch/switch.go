@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/plait/plait/controller/p4info"
 	"golang.org/x/sys/unix"
@@ -392,7 +393,7 @@ func (s *Switch) txLoop(sp *swPort, t *timer) {
 
 // timer wakes a port's transmit goroutine at an absolute CLOCK_MONOTONIC time with
 // microsecond precision: a timerfd in Go's netpoller, where Go's own timers would round
-// short sleeps up to a millisecond.
+// short sleeps up to a millisecond. Its calls are raw, as afPacket's are.
 type timer struct {
 	fd    int
 	file  *os.File
@@ -414,8 +415,8 @@ func newTimer() (*timer, error) {
 		var buf [8]byte
 		for {
 			err := rc.Read(func(fd uintptr) bool {
-				_, err := unix.Read(int(fd), buf[:])
-				return err != unix.EAGAIN
+				_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+				return e != unix.EAGAIN
 			})
 			if err != nil {
 				return
@@ -431,7 +432,7 @@ func newTimer() (*timer, error) {
 
 func (t *timer) arm(at int64) {
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(max(at, 1))}
-	unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &spec, nil)
+	unix.RawSyscall6(unix.SYS_TIMERFD_SETTIME, uintptr(t.fd), unix.TFD_TIMER_ABSTIME, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
 }
 
 func (t *timer) close() { t.file.Close() }
