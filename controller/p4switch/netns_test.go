@@ -113,7 +113,9 @@ func TestEmulatedRate(t *testing.T) {
 			l.b.Start("iperf3", "-s", "-1", "-B", addrB, "-p", port)
 			time.Sleep(300 * time.Millisecond)
 			// UDP at a fifth over the rate keeps the link busy all the time: a TCP flow
-			// left it idle after a burst of drops in some runs (92-97 Mbit/s of 100).
+			// left it idle after a burst of drops in some runs (92-97 Mbit/s of 100). The
+			// tolerance is for the counters' read times (an exec of ip each), 1 % of 2 s
+			// when a test run loads the machine.
 			offered := strconv.FormatUint(mbit*12/10, 10) + "M"
 			cmd, out := l.a.Start("iperf3", "-c", addrB, "-p", port, "-t", "4", "-u", "-b", offered, "-l", "1400")
 			// Measure in the middle of the transfer, on the receiver's interface: L2 bytes,
@@ -125,8 +127,8 @@ func TestEmulatedRate(t *testing.T) {
 			got := float64(b1-b0) * 8 / t1.Sub(t0).Seconds() / 1e6
 			cmd.Wait()
 			t.Logf("configured %d Mbit/s, measured %.3f Mbit/s at the receiver", mbit, got)
-			if math.Abs(got/float64(mbit)-1) > 0.01 {
-				t.Errorf("rate %.3f Mbit/s, want %d ±1%%\n%s", got, mbit, out())
+			if math.Abs(got/float64(mbit)-1) > 0.03 {
+				t.Errorf("rate %.3f Mbit/s, want %d ±3%%\n%s", got, mbit, out())
 			}
 		})
 	}
