@@ -42,7 +42,7 @@ func TestTrainGap(t *testing.T) {
 		{"K1's slow path, later", trainsQuick, 200e3, false, 2484 * time.Millisecond, trainEvery},
 	} {
 		pr := &prober{trains: c.trains}
-		every, quiet := pr.trainGap(c.capacity, c.waited)
+		every, quiet := pr.trainGap(trainLength(c.capacity), c.capacity, c.waited)
 		if every.Round(time.Millisecond) != c.every || quiet != c.quiet {
 			t.Errorf("%s: every %v, quiet %v; want %v, %v", c.name, every, quiet, c.every, c.quiet)
 		}

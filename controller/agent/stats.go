@@ -451,12 +451,12 @@ func (pr *prober) probe(now uint64, capacity float64, waited bool) {
 	if idle < uint64(probeIdle) {
 		return
 	}
-	every, quiet := pr.trainGap(capacity, waited)
+	n := trainLength(capacity)
+	every, quiet := pr.trainGap(n, capacity, waited)
 	if idle >= uint64(quiet) && (pr.lastTrain == 0 || now-pr.lastTrain >= uint64(every)) {
 		pr.lastTrain = now
 		pr.trains++
 		pr.mu.Lock()
-		n := trainLength(capacity)
 		pr.timer = time.AfterFunc(rand.N(trainDither), func() { pr.send(n, trainBytes) })
 		pr.mu.Unlock()
 		return
@@ -468,9 +468,9 @@ func (pr *prober) probe(now uint64, capacity float64, waited bool) {
 	pr.send(1, size)
 }
 
-// trainGap is how long after the last train the next may go, and how long the path must
-// have sent no data for it.
-func (pr *prober) trainGap(capacity float64, waited bool) (every, quiet time.Duration) {
+// trainGap is how long after the last train, of n probes, the next may go, and how long
+// the path must have sent no data for it.
+func (pr *prober) trainGap(n int, capacity float64, waited bool) (every, quiet time.Duration) {
 	every, quiet = trainEvery, trainEvery
 	switch {
 	case waited && capacity == 0:
@@ -482,7 +482,7 @@ func (pr *prober) trainGap(capacity float64, waited bool) (every, quiet time.Dur
 		every, quiet = trainQuick, trainQuick
 	}
 	if capacity > 0 {
-		span := float64(trainLength(capacity)*trainWire*8) / capacity // seconds on the wire
+		span := float64(n*trainWire*8) / capacity // seconds on the wire
 		every = max(every, time.Duration(span/trainLoad*float64(time.Second)))
 	}
 	return every, quiet

@@ -355,7 +355,9 @@ func poolConfigs(results []labResult) []labResult {
 		var emu *labEmulation
 		for _, s := range ok {
 			if s.Emulation != nil {
-				emu = cmp.Or(emu, &labEmulation{})
+				if emu == nil {
+					emu = &labEmulation{}
+				}
 				emu.Sent += s.Emulation.Sent
 				emu.Late5 += s.Emulation.Late5
 			}

@@ -337,8 +337,10 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	case o.At.Sub(e.lastBusy) >= busyKeep && o.OthersBusy:
 		// Only pairs read since the path last queued: the queue-free spell is the evidence.
 		quiet := slices.DeleteFunc(slices.Clone(e.pairs), func(r pairReport) bool { return r.at.Sub(e.lastBusy) < busyKeep })
-		if len(quiet) >= dispMin && pairRate(quiet) > pairRaise*est.Capacity {
-			est.Capacity = pairRate(quiet)
+		if len(quiet) >= dispMin {
+			if m := pairRate(quiet); m > pairRaise*est.Capacity {
+				est.Capacity = m
+			}
 		}
 	}
 	est.Ahead = math.NaN()

@@ -328,11 +328,12 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 	var live []int
 	unknown := 0
 	liveMask := make([]bool, len(ests))
+	trains := mode == model.WRR && o.probed // see waitForTrains
 	for i, e := range ests {
 		if e.est.Alive {
 			live = append(live, i)
 			liveMask[i] = true
-			if !e.est.CapacityKnown || math.IsNaN(e.est.Base) {
+			if !e.est.CapacityKnown || math.IsNaN(e.est.Base) || (trains && !e.measured()) {
 				unknown++
 			}
 		}
@@ -346,13 +347,6 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		}
 		return w
 	}
-	if mode == model.WRR && o.probed {
-		for _, i := range live {
-			if !ests[i].measured() {
-				unknown++
-			}
-		}
-	}
 	if unknown > 0 {
 		set := make([]bool, len(ests))
 		for _, i := range live {
@@ -360,7 +354,7 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		}
 		o.set, o.setLive, o.predict, o.setMode = set, nil, 0, mode
 		o.reason = fmt.Sprintf("%v over every live path while %d are not measured yet", mode, unknown)
-		if mode == model.WRR && o.probed {
+		if trains {
 			o.waitForTrains(now, ests)
 		}
 		return weights()
