@@ -1,6 +1,6 @@
 // Package split turns path weights into the slot tables Plait's datapaths stripe by: the
 // host sender's wrr table (HostSlots, in the eBPF config) and a switch's split table.
-// The predictor (controller/model) takes its wrr shares from Apportion too, because a
+// The predictor (model/) takes its wrr shares from Apportion too, because a
 // share rounded to a slot is what the packets get: 0.4 % too much on one lane is a queue
 // that grows by 0.4 % of a second every second.
 package split

@@ -142,6 +142,7 @@ class Lab:
         self.children = []
         self.switch_kind = None
         self.allowed_cc = None
+        self.rundir = RUNDIR
         self.ctl_socket = os.path.join(RUNDIR, "controller.sock")
         self.owner = False  # of RUNDIR and its state file, once start() checked
 
@@ -373,7 +374,7 @@ class Lab:
     # -- the controller ---------------------------------------------------------
 
     def network(self, config):
-        """The controller's network file for one configuration (see controller/control)."""
+        """The controller's network file for one configuration (see controller/)."""
         n = len(self.paths)
         ideal = "ideal" in self.sc["compare"]
         fwd = topos.forwarding(self.shape, n, ideal)

@@ -233,12 +233,6 @@ def median_run(rs):
     return res
 
 
-def lab_rundir():
-    import lab
-
-    return lab.RUNDIR
-
-
 def describe(lab, config):
     sb = lab.plan["single_best"]
     ideal = lab.plan["ideal"]
@@ -340,7 +334,7 @@ def run_config(lab, config, tag=None):
     if config == "auto" and lab.shape != "split" and not wait_estimates(lab):
         res["warnings"].append("the controller had not estimated every path after 10 s")
     mptcp = ["mptcpize", "run"] if config == "mptcp" else []
-    srv_log = open(os.path.join(lab_rundir(), "iperf3-server-%s.log" % tag), "w")
+    srv_log = open(os.path.join(lab.rundir, "iperf3-server-%s.log" % tag), "w")
     server = lab.spawn(
         h2.popen(
             mptcp + ["iperf3", "-s", "-1", "-J", "-p", str(IPERF_PORT)],
@@ -366,7 +360,7 @@ def run_config(lab, config, tag=None):
         }
     watchers = {}
     for name, args in watch.items():
-        f = open(os.path.join(lab_rundir(), "stats-%s-%s.json" % (tag, name)), "w")
+        f = open(os.path.join(lab.rundir, "stats-%s-%s.json" % (tag, name)), "w")
         cmd = [lab.plait] + args + ["--interval", "500ms"]
         if name != "controller":
             cmd.append("--watch")
@@ -416,14 +410,14 @@ def run_config(lab, config, tag=None):
             iperf.get("error") or cerr.decode().strip() or "iperf3 printed nothing"
         )
         res["warnings"].append("iperf3: " + res["error"])
-    with open(os.path.join(lab_rundir(), "iperf3-%s.json" % tag), "w") as f:
+    with open(os.path.join(lab.rundir, "iperf3-%s.json" % tag), "w") as f:
         json.dump(iperf, f)
     res["goodput_bps"], res["goodput_steady_bps"], res["steady_s"] = goodput(iperf, omit)
     res["retransmits"] = after["retrans"] - before["retrans"]
     res["tcp_events"] = {
         k: v - before["tcp_events"][k] for k, v in after["tcp_events"].items()
     }
-    with open(os.path.join(lab_rundir(), "tcp-events-%s.json" % tag), "w") as f:
+    with open(os.path.join(lab.rundir, "tcp-events-%s.json" % tag), "w") as f:
         json.dump(res["tcp_events"], f)
     rtts = [
         st["sender"]["mean_rtt"]

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/plait/plait/controller/scenario"
+	"github.com/plait/plait/topo/scenario"
 )
 
 // Every shipped scenario is valid, compares all six configurations and is found by name.

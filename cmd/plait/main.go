@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/plait/plait/controller/cli"
+	"github.com/plait/plait/cmd/plait/cli"
 )
 
 func main() {

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	pb "github.com/plait/plait/api/plait/v1"
-	"github.com/plait/plait/controller/control"
+	"github.com/plait/plait/controller"
 	"github.com/plait/plait/internal/nstest"
 )
 
@@ -247,7 +247,7 @@ func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
 	cmd, out := l.Net.Start(l.Bin, "controller", "--network", l.Network(mode, weights), "--listen", l.CtlSock, "--metrics", "")
 	var last *pb.StatusResponse
 	if !poll(15*time.Second, func() bool {
-		c, conn, err := control.Dial(l.CtlSock)
+		c, conn, err := controller.Dial(l.CtlSock)
 		if err != nil {
 			return false
 		}
@@ -288,7 +288,7 @@ func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
 // while knows when a flow starts.
 func (l *Lab) WaitEstimates(timeout time.Duration) {
 	l.t.Helper()
-	c, conn, err := control.Dial(l.CtlSock)
+	c, conn, err := controller.Dial(l.CtlSock)
 	if err != nil {
 		l.t.Fatal(err)
 	}

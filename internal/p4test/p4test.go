@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/plait/plait/controller/p4switch"
+	"github.com/plait/plait/p4/p4switch"
 )
 
 // MemPorts returns memory ports 1..n and the options that put them on a switch.

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/plait/plait/agent"
+	pb "github.com/plait/plait/api/plait/v1"
+)
+
+func newAgentCmd() *cobra.Command {
+	var (
+		socket, pinDir, stateFile, config string
+		interval                          string
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the host agent: load the eBPF datapath and serve its API",
+		Long: `Run the host agent in this host (network namespace). It loads the eBPF sender and
+receiver, pins them so they outlive it, configures tunnels and serves the agent API on a
+Unix socket. A restarted agent takes over the running datapath without interrupting it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := parseDuration(cmd, "sample-interval", interval)
+			if err != nil {
+				return err
+			}
+			opts := []agent.Option{agent.WithSampleInterval(d), agent.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
+			if pinDir != "" {
+				opts = append(opts, agent.WithPinDir(pinDir))
+			}
+			if stateFile != "" {
+				opts = append(opts, agent.WithStateFile(stateFile))
+			}
+			a, err := agent.New(opts...)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			if config != "" {
+				if err := configureFromFile(cmd, a, config); err != nil {
+					return err
+				}
+			}
+			go a.Run(cmd.Context())
+			fmt.Fprintf(cmd.ErrOrStderr(), "plait agent: serving on %s\n", socket)
+			return agent.Serve(cmd.Context(), a, socket)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&socket, "socket", agent.DefaultSocket, "Unix socket to serve the API on")
+	f.StringVar(&pinDir, "pin-dir", "", "bpffs directory for pinned maps and links (default: per network namespace under /sys/fs/bpf/plait)")
+	f.StringVar(&stateFile, "state-file", "", "where the configuration survives restarts (default: per network namespace under /run/plait)")
+	f.StringVar(&config, "config", "", "JSON file with tunnels to configure at start: {\"tunnels\": [TunnelConfig, ...]}")
+	f.StringVar(&interval, "sample-interval", "25ms", "how often the datapath's counters are read")
+	return cmd
+}
+
+// configureFromFile applies {"tunnels": [TunnelConfig, ...]} (protobuf JSON).
+func configureFromFile(cmd *cobra.Command, a *agent.Agent, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read --config: %w", err)
+	}
+	var file struct {
+		Tunnels []json.RawMessage `json:"tunnels"`
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		return fmt.Errorf("--config %s is not JSON of the form {\"tunnels\": [...]}: %w", path, err)
+	}
+	for i, raw := range file.Tunnels {
+		c := &pb.TunnelConfig{}
+		if err := protojson.Unmarshal(raw, c); err != nil {
+			return fmt.Errorf("--config %s: tunnel %d: %w", path, i+1, err)
+		}
+		if _, err := a.Configure(cmd.Context(), c); err != nil {
+			return fmt.Errorf("--config %s: tunnel %d: %w", path, c.Id, explain(err))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+package controller
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1000, 0)
+
+// series feeds an estimator reports every 50 ms from a synthetic path and returns the
+// estimates.
+type synth struct {
+	rate     float64 // capacity, bit/s
+	base     float64 // µs
+	offered  func(t time.Duration) float64
+	lossProb float64
+	rng      *rand.Rand
+
+	queue   float64 // bytes waiting
+	rxBytes uint64
+	rxPkts  uint64
+	lost    uint64
+}
+
+const step = 50 * time.Millisecond
+
+// next advances the path by one report and returns what an agent would report. Packets
+// are 1514 bytes; the queue drains at the path's rate.
+func (s *synth) next(at time.Duration, telemetry bool) Observation {
+	dt := step.Seconds()
+	in := s.offered(at) * dt / 8
+	out := math.Min(s.queue+in, s.rate*dt/8)
+	s.queue += in - out
+	pkts := uint64(out / 1514)
+	var lost uint64
+	for range pkts {
+		if s.rng.Float64() < s.lossProb {
+			lost++
+		}
+	}
+	s.rxPkts += pkts - lost
+	s.lost += lost
+	s.rxBytes += uint64(out)
+	queueUs := s.queue * 8 / s.rate * 1e6
+	o := Observation{
+		At: t0.Add(at), Interval: step, RxBps: out * 8 / dt, RxBytes: s.rxBytes, RxPackets: s.rxPkts, Lost: s.lost,
+		OwdMin: s.base + queueUs*0.9, OwdMean: s.base + queueUs, Queue: math.NaN(), RxAge: 5 * time.Millisecond,
+	}
+	if telemetry {
+		o.Queue = queueUs
+	}
+	// In flight: the queue, and what left it within one path delay.
+	o.InFlight = s.queue + out/dt*s.base/1e6
+	if pkts == 0 {
+		o.OwdMin, o.OwdMean = s.base, s.base // probes only
+	}
+	return o
+}
+
+func run(e *pathEstimator, s *synth, from, to time.Duration, telemetry bool) Estimate {
+	var est Estimate
+	for at := from; at < to; at += step {
+		est = e.update(s.next(at, telemetry))
+	}
+	return est
+}
+
+func TestCapacityFromBusyStretch(t *testing.T) {
+	// Offered 12 Mbit/s into a 7 Mbit/s path: it queues, and delivers exactly 7.
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 12e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	est := run(e, s, 0, 2*time.Second, true)
+	if !est.CapacityKnown || math.Abs(est.Capacity-7e6) > 0.02*7e6 {
+		t.Fatalf("capacity %.0f known=%v, want 7 Mbit/s ±2%%", est.Capacity, est.CapacityKnown)
+	}
+	if !est.Busy || math.Abs(est.Base-50e3) > 100 {
+		t.Fatalf("busy=%v base=%.0f µs, want busy and 50 ms", est.Busy, est.Base)
+	}
+}
+
+// A path that is never pushed to its capacity says nothing about it: delivering 1 Mbit/s
+// on a 7 Mbit/s path must not become a capacity of 1 Mbit/s.
+func TestPartialLoadIsNotCapacity(t *testing.T) {
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 1e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	if est := run(e, s, 0, 3*time.Second, true); est.CapacityKnown {
+		t.Fatalf("capacity %.0f believed from a lightly loaded path", est.Capacity)
+	}
+	// Packet pairs (a probe train) do tell it.
+	o := s.next(3*time.Second, true)
+	o.DispBps, o.DispN = 6.9e6, 4
+	if est := e.update(o); !est.CapacityKnown || math.Abs(est.Capacity-6.9e6) > 1 {
+		t.Fatalf("after packet pairs: capacity %.0f known=%v, want 6.9 Mbit/s", est.Capacity, est.CapacityKnown)
+	}
+	// And a busy stretch overrides pairs.
+	s.offered = func(time.Duration) float64 { return 10e6 }
+	if est := run(e, s, 3*time.Second, 6*time.Second, true); math.Abs(est.Capacity-7e6) > 0.02*7e6 {
+		t.Fatalf("after a busy stretch: capacity %.0f, want 7 Mbit/s", est.Capacity)
+	}
+}
+
+// A link that sends once per TTI delivers each probe train over a whole number of ticks:
+// three trains of 4 pairs (1242-byte frames) on a 15 Mbit/s path spanned 3, 3 and 2 ms.
+// Their bytes over their summed spans give the rate; the median train read 13.2 Mbit/s.
+func TestPairsAddUpOverTrains(t *testing.T) {
+	s := &synth{rate: 15e6, base: 45e3, offered: func(time.Duration) float64 { return 0 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	var est Estimate
+	const bits = 4 * 1242 * 8
+	for i, span := range []float64{3e-3, 3e-3, 2e-3} {
+		o := s.next(time.Duration(i)*500*time.Millisecond, false)
+		o.DispBps, o.DispN = bits/span, 4
+		est = e.update(o)
+	}
+	if want := 3 * bits / 8e-3; math.Abs(est.Capacity-want) > 1e-6*want {
+		t.Fatalf("capacity %.2f Mbit/s from three trains, want their bytes over their spans, %.2f", est.Capacity/1e6, want/1e6)
+	}
+	// A train that stalled 8 ms on its way is no measure of the path.
+	o := s.next(1500*time.Millisecond, false)
+	o.DispBps, o.DispN = bits/10e-3, 4
+	if est := e.update(o); math.Abs(est.Capacity-3*bits/8e-3) > 1e-6*est.Capacity {
+		t.Fatalf("capacity %.2f Mbit/s after a stalled train, want the other three's %.2f", est.Capacity/1e6, 3*bits/8e-3/1e6)
+	}
+}
+
+// A path measured busy at 3.5 Mbit/s whose capacity doubles while the split under-feeds
+// it (3 Mbit/s offered) never gets another busy stretch: packet pairs well above the
+// estimate raise it once the path has held no queue for a while while another path
+// queues, and pairs near it, on a path that queued recently, or while no path queues,
+// change nothing.
+func TestPairsRaiseAnUnderFedPath(t *testing.T) {
+	s := &synth{rate: 3.5e6, base: 50e3, offered: func(time.Duration) float64 { return 6e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	if est := run(e, s, 0, 2*time.Second, true); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("busy: capacity %.0f, want 3.5 Mbit/s", est.Capacity)
+	}
+	s.rate, s.queue, s.offered = 7e6, 0, func(time.Duration) float64 { return 3e6 }
+	// pairs feeds reports with packet pairs reading bps from..to and returns the estimate.
+	othersBusy := true
+	pairs := func(bps float64, from, to time.Duration) Estimate {
+		var est Estimate
+		for at := from; at < to; at += step {
+			o := s.next(at, true)
+			o.DispBps, o.DispN, o.OthersBusy = bps, 2, othersBusy
+			est = e.update(o)
+		}
+		return est
+	}
+	// Pairs at once after the busy stretch, and pairs within a fifth of the estimate,
+	// leave it (the deliveries' floor does not move it either: 3 < 3.5).
+	if est := pairs(6.8e6, 2*time.Second, 2500*time.Millisecond); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("pairs right after a busy stretch: capacity %.0f, want 3.5 Mbit/s kept", est.Capacity)
+	}
+	if est := pairs(4e6, 2500*time.Millisecond, 6*time.Second); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("pairs at 4 Mbit/s: capacity %.0f, want 3.5 Mbit/s kept", est.Capacity)
+	}
+	othersBusy = false
+	if est := pairs(6.8e6, 6*time.Second, 8*time.Second); math.Abs(est.Capacity-3.5e6) > 0.02*3.5e6 {
+		t.Fatalf("pairs at 6.8 Mbit/s with no path queued: capacity %.0f, want 3.5 Mbit/s kept", est.Capacity)
+	}
+	// Pairs at 6.8 Mbit/s on the queue-free path while another queues: raised within the
+	// age of the pairs.
+	othersBusy = true
+	if est := pairs(6.8e6, 8*time.Second, 10*time.Second); math.Abs(est.Capacity-6.8e6) > 1 {
+		t.Fatalf("pairs at 6.8 Mbit/s for 2 s: capacity %.0f, want 6.8 Mbit/s", est.Capacity)
+	}
+}
+
+// Until a busy stretch measures a path, pairs stand in for its capacity, but pairs read
+// while the path carries a flow only raise the estimate: on S1-4 they read the 36 Mbit/s
+// path at 4-28 Mbit/s under load, and the split, following them, starved it.
+func TestPairsUnderLoadOnlyRaise(t *testing.T) {
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 0 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	pairs := func(bps float64, from, to time.Duration) Estimate {
+		var est Estimate
+		for at := from; at < to; at += step {
+			o := s.next(at, true)
+			o.DispBps, o.DispN = bps, 2
+			est = e.update(o)
+		}
+		return est
+	}
+	if est := pairs(6.9e6, 0, time.Second); math.Abs(est.Capacity-6.9e6) > 1 {
+		t.Fatalf("probe pairs on an idle path: capacity %.2f Mbit/s, want 6.9", est.Capacity/1e6)
+	}
+	s.offered = func(time.Duration) float64 { return 4e6 }
+	if est := pairs(3e6, time.Second, 4*time.Second); math.Abs(est.Capacity-6.9e6) > 1 {
+		t.Fatalf("low pairs under a 4 Mbit/s flow: capacity %.2f Mbit/s, want 6.9 kept", est.Capacity/1e6)
+	}
+	if est := pairs(7.5e6, 4*time.Second, 5*time.Second); math.Abs(est.Capacity-7.5e6) > 1 {
+		t.Fatalf("high pairs under a 4 Mbit/s flow: capacity %.2f Mbit/s, want raised to 7.5", est.Capacity/1e6)
+	}
+	s.offered = func(time.Duration) float64 { return 0 }
+	if est := pairs(3e6, 5*time.Second, 7*time.Second); math.Abs(est.Capacity-3e6) > 1 {
+		t.Fatalf("low pairs once the flow stopped: capacity %.2f Mbit/s, want 3", est.Capacity/1e6)
+	}
+}
+
+// Bursts that queue and drain within every report (slow start) deliver less than the
+// capacity with a queue on average: no capacity is read from them.
+func TestBurstyLoadIsNotCapacity(t *testing.T) {
+	e := newPathEstimator()
+	var rx, pkts uint64
+	var est Estimate
+	for at := time.Duration(0); at < 2*time.Second; at += step {
+		rx += uint64(3.5e6 * step.Seconds() / 8)
+		pkts += uint64(3.5e6 * step.Seconds() / 8 / 1514)
+		est = e.update(Observation{At: t0.Add(at), Interval: step, RxBps: 3.5e6, RxBytes: rx, RxPackets: pkts,
+			OwdMin: 50.2e3, OwdMean: 58e3, Queue: 8e3, RxAge: 5 * time.Millisecond})
+	}
+	if est.CapacityKnown {
+		t.Fatalf("capacity %.2f Mbit/s known from bursts that never kept a queue standing", est.Capacity/1e6)
+	}
+}
+
+func TestBaseDelayFollowsAStepWithTelemetry(t *testing.T) {
+	s := &synth{rate: 2e6, base: 10e3, offered: func(time.Duration) float64 { return 3e6 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	run(e, s, 0, 2*time.Second, true)
+	s.base = 60e3
+	var took time.Duration
+	for at := 2 * time.Second; at < 4*time.Second; at += step {
+		if est := e.update(s.next(at, true)); est.Base > 55e3 {
+			took = at - 2*time.Second
+			break
+		}
+	}
+	if took == 0 || took > 500*time.Millisecond {
+		t.Fatalf("base delay step of +50 ms seen after %v, want within 500 ms", took)
+	}
+}
+
+// Without telemetry a standing queue must not be mistaken for a longer path, but a step
+// of the minimum that holds still for a second is one.
+func TestBaseDelayWithoutTelemetry(t *testing.T) {
+	offered := 0.0 // probes see the path before traffic starts
+	s := &synth{rate: 2e6, base: 10e3, offered: func(time.Duration) float64 { return offered }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	run(e, s, 0, 500*time.Millisecond, false)
+	offered = 3e6
+	est := run(e, s, 500*time.Millisecond, 3*time.Second, false)
+	if math.Abs(est.Base-10e3) > 500 {
+		t.Fatalf("with a growing queue the base became %.0f µs, want 10 ms", est.Base)
+	}
+	offered = 0 // idle: probes only
+	run(e, s, 3*time.Second, 4*time.Second, false)
+	s.base = 60e3
+	if est := run(e, s, 4*time.Second, 6*time.Second, false); math.Abs(est.Base-60e3) > 500 {
+		t.Fatalf("after a lasting step to 60 ms the base is %.0f µs", est.Base)
+	}
+}
+
+// feed runs n reports through a new estimator without telemetry; report gives each one's
+// new packets, new losses, and minimum and mean one-way delay (µs).
+func feed(n int, report func(k int) (pkts, lost uint64, owdMin, owdMean float64)) Estimate {
+	e := newPathEstimator()
+	var o Observation
+	var est Estimate
+	for k := range n {
+		pkts, lost, lo, mean := report(k)
+		o = Observation{At: t0.Add(time.Duration(k) * step), RxAge: time.Millisecond, Queue: math.NaN(),
+			RxPackets: o.RxPackets + pkts, Lost: o.Lost + lost, OwdMin: lo, OwdMean: mean}
+		est = e.update(o)
+	}
+	return est
+}
+
+// A queue held full at its drop-tail limit holds its delay still, like a longer path,
+// but drops what overflows it: it is no step of the base.
+func TestFullQueueIsNotALongerPath(t *testing.T) {
+	est := feed(80, func(k int) (uint64, uint64, float64, float64) {
+		if k < 20 {
+			return 2, 0, 45e3, 45e3
+		}
+		var lost uint64 // full: 300 ms of queue, and a drop every few reports
+		if k%4 == 0 {
+			lost = 1
+		}
+		return 2, lost, 345e3, 345.5e3
+	})
+	if math.Abs(est.Base-45e3) > 1 {
+		t.Fatalf("base %.0f µs behind a full queue, want 45 ms", est.Base)
+	}
+}
+
+// A slow path carrying a flow holds its queue as still as a longer path would hold its
+// delay, one packet a report: no step either.
+func TestSlowPathsStandingQueueIsNotALongerPath(t *testing.T) {
+	est := feed(80, func(k int) (uint64, uint64, float64, float64) {
+		if k < 20 {
+			return 1, 0, 45e3, 45e3
+		}
+		return 1, 0, 545e3, 545.2e3
+	})
+	if math.Abs(est.Base-45e3) > 1 {
+		t.Fatalf("base %.0f µs behind a slow path's standing queue, want 45 ms", est.Base)
+	}
+}
+
+func TestLossCountsOnlyWithoutAQueue(t *testing.T) {
+	// 2 % random loss on a lightly loaded path is measured...
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 3e6 }, lossProb: 0.02, rng: rand.New(rand.NewPCG(2, 2))}
+	e := newPathEstimator()
+	est := run(e, s, 0, 5*time.Second, true)
+	if !est.LossKnown || math.Abs(est.Loss-0.02) > 0.01 {
+		t.Fatalf("loss %.4f known=%v, want 0.02 ±0.01", est.Loss, est.LossKnown)
+	}
+	// ...and too few packets are not evidence.
+	e2 := newPathEstimator()
+	s2 := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 0.2e6 }, lossProb: 0.5, rng: rand.New(rand.NewPCG(3, 3))}
+	if est := run(e2, s2, 0, time.Second, true); est.LossKnown {
+		t.Fatalf("loss believed from %d packets", s2.rxPkts+s2.lost)
+	}
+}
+
+// Drops from a full queue reach the receiver's count after the sender has backed off and
+// the queue has drained: they are congestion, not the path's random loss.
+func TestCongestionDropsSeenAfterTheQueueDrainedAreNotRandomLoss(t *testing.T) {
+	s := &synth{rate: 7e6, base: 50e3, rng: rand.New(rand.NewPCG(4, 4)), offered: func(at time.Duration) float64 {
+		if at < time.Second {
+			return 8e6 // a standing queue builds
+		}
+		return 3e6 // backed off: it drains within 250 ms
+	}}
+	e := newPathEstimator()
+	var est Estimate
+	for at := time.Duration(0); at < 5*time.Second; at += step {
+		o := s.next(at, true)
+		if at >= 1500*time.Millisecond && at < 1700*time.Millisecond {
+			s.lost += 40 // the gaps the full queue left, seen as the packets behind them land
+			o.Lost = s.lost
+		}
+		est = e.update(o)
+	}
+	if est.LossKnown && est.Loss > 0.005 {
+		t.Fatalf("random loss %.3f from drops of a full queue", est.Loss)
+	}
+}
+
+// A gap that a packet still on its way fills by the next report is not a loss: the
+// agent reads expected minus received at an instant, and at 36 Mbit/s every other
+// report catches one packet between the two counters.
+func TestPassingGapsAreNotLoss(t *testing.T) {
+	s := &synth{rate: 36e6, base: 20e3, offered: func(time.Duration) float64 { return 30e6 }, rng: rand.New(rand.NewPCG(5, 5))}
+	e := newPathEstimator()
+	var est Estimate
+	for k, at := 0, time.Duration(0); at < 5*time.Second; k, at = k+1, at+step {
+		o := s.next(at, true)
+		o.Lost += uint64(k % 2) // in flight at this report, arrived by the next
+		est = e.update(o)
+	}
+	if !est.LossKnown || est.Loss != 0 {
+		t.Fatalf("loss %.4f known=%v from gaps that filled, want 0 known", est.Loss, est.LossKnown)
+	}
+	// A gap that stays is a loss, one report later.
+	for at := 5 * time.Second; at < 10*time.Second; at += step {
+		o := s.next(at, true)
+		s.lost++
+		est = e.update(o)
+	}
+	if est.Loss < 0.005 {
+		t.Fatalf("loss %.4f with a packet lost in every report, want about 0.007", est.Loss)
+	}
+}
+
+// Slow start's bursts overflow a queue that drains between them: no standing queue,
+// yet the drops are the flow's own, not the path's.
+func TestBurstDropsAreNotRandomLoss(t *testing.T) {
+	est := feed(60, func(k int) (uint64, uint64, float64, float64) {
+		if k >= 25 && k < 30 { // a burst queues 30 ms on average and overflows
+			return 100, 10, 20e3, 50e3
+		}
+		return 100, 0, 20e3, 20e3
+	})
+	if est.LossKnown && est.Loss > 0 {
+		t.Fatalf("random loss %.3f from a burst's drops", est.Loss)
+	}
+}
+
+// Drops of a congested moment come to light when the flow sends again on the path, after
+// it waited out a retransmission timeout: still congestion.
+func TestDropsRevealedAfterAStallAreNotRandomLoss(t *testing.T) {
+	est := feed(120, func(k int) (uint64, uint64, float64, float64) {
+		switch {
+		case k < 40: // a flow over a queue that breathes
+			return 100, 0, 20e3, 20e3 + float64(k%10)*5e3
+		case k < 80: // stalled: probes only
+			return 0, 0, 20e3, 20e3
+		case k == 80: // sending again, which reveals the drops
+			return 100, 60, 20e3, 20e3
+		}
+		return 100, 0, 20e3, 20e3
+	})
+	if est.LossKnown && est.Loss > 0 {
+		t.Fatalf("random loss %.3f from drops revealed after a stall", est.Loss)
+	}
+}
+
+// One burst of losses is an event, not a rate: random loss strikes report after report.
+func TestOneLossBurstIsNotARate(t *testing.T) {
+	est := feed(60, func(k int) (uint64, uint64, float64, float64) {
+		if k == 40 {
+			return 100, 60, 20e3, 20e3
+		}
+		return 100, 0, 20e3, 20e3
+	})
+	if est.LossKnown && est.Loss > 0 {
+		t.Fatalf("random loss %.3f from one burst", est.Loss)
+	}
+}
+
+func TestLiveness(t *testing.T) {
+	e := newPathEstimator()
+	o := Observation{At: t0, RxAge: 20 * time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN()}
+	if !e.update(o).Alive {
+		t.Fatal("a path heard 20 ms ago is not alive")
+	}
+	o.RxAge = DownAfter + time.Millisecond
+	if e.update(o).Alive {
+		t.Fatalf("a path silent for %v is alive", o.RxAge)
+	}
+	o.RxAge = (UpAfter + DownAfter) / 2
+	if e.update(o).Alive {
+		t.Fatal("a dead path came back on one late report (no hysteresis)")
+	}
+	o.RxAge = UpAfter / 2
+	if !e.update(o).Alive {
+		t.Fatal("a path heard again is still dead")
+	}
+}
+
+// Packets lost while a path was down are the outage's, not the path's random loss.
+func TestOutageIsNotRandomLoss(t *testing.T) {
+	s := &synth{rate: 7e6, base: 50e3, offered: func(time.Duration) float64 { return 3e6 }, rng: rand.New(rand.NewPCG(4, 4))}
+	e := newPathEstimator()
+	run(e, s, 0, 2*time.Second, true)
+	// Down for 300 ms: 50 packets vanish; the first report after it counts them lost.
+	o := s.next(2*time.Second, true)
+	o.RxAge = 300 * time.Millisecond
+	e.update(o)
+	s.lost += 50
+	var est Estimate
+	for at := 2100 * time.Millisecond; at < 7*time.Second; at += step {
+		est = e.update(s.next(at, true))
+	}
+	if est.LossKnown && est.Loss > 0.005 {
+		t.Fatalf("after an outage the path's random loss is %.3f", est.Loss)
+	}
+}
+
+// A late packet filling a gap makes the cumulative loss count go down; that is not a
+// loss of 2^64 packets.
+func TestLostCountGoingDownIsNoLoss(t *testing.T) {
+	e := newPathEstimator()
+	o := Observation{At: t0, RxAge: time.Millisecond, OwdMin: 1000, OwdMean: 1000, Queue: math.NaN(), RxPackets: 1000, Lost: 5}
+	e.update(o)
+	for i := 1; i <= 40; i++ {
+		o.At = t0.Add(time.Duration(i) * step)
+		o.RxPackets += 20
+		if i == 3 {
+			o.Lost = 4
+		}
+		e.update(o)
+	}
+	if est := e.est; est.LossKnown && est.Loss > 0.01 {
+		t.Fatalf("loss %.3f after the loss count went down", est.Loss)
+	}
+}
+
+// What is in flight, over the measured capacity and less the path's own delay, is the
+// queue a packet sent now meets.
+func TestAheadIsTheQueueInFlight(t *testing.T) {
+	s := &synth{rate: 5e6, base: 100e3, offered: func(time.Duration) float64 { return 6e6 }, rng: rand.New(rand.NewPCG(5, 5))}
+	e := newPathEstimator()
+	est := run(e, s, 0, 3*time.Second, false)
+	want := s.queue * 8 / s.rate * 1e6
+	if !est.CapacityKnown || math.Abs(est.Ahead-want) > 0.05*want {
+		t.Fatalf("ahead %.0f µs (capacity %.2f Mbit/s known %v), want the queue's %.0f µs", est.Ahead, est.Capacity/1e6, est.CapacityKnown, want)
+	}
+	if owd, q, predicted := est.arrival(); !predicted || q != est.Ahead || owd != est.Base+est.Ahead {
+		t.Fatalf("arrival %.0f µs over %.0f µs (predicted %v), want the prediction", owd, q, predicted)
+	}
+	o := s.next(3*time.Second, false)
+	o.InFlight = math.NaN()
+	if est := e.update(o); !math.IsNaN(est.Ahead) {
+		t.Fatalf("ahead %.0f µs with nothing known in flight, want NaN", est.Ahead)
+	}
+}

@@ -1,0 +1,441 @@
+package controller
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/model"
+)
+
+// known returns estimators that have measured paths of these capacities and base delays,
+// with the direction delivering load in total.
+func known(caps, delays []float64, load float64) []*pathEstimator {
+	ests := make([]*pathEstimator, len(caps))
+	var sum float64
+	for _, c := range caps {
+		sum += c
+	}
+	for i := range caps {
+		e := newPathEstimator()
+		e.est.Capacity, e.est.CapacityKnown, e.busyKnown = caps[i], true, true
+		e.est.Base, e.est.Owd = delays[i], delays[i]
+		e.prev, e.hasPrev = Observation{RxBps: load * caps[i] / sum}, true
+		ests[i] = e
+	}
+	return ests
+}
+
+func decideN(o *optimizer, ests []*pathEstimator, n int, tcp model.TCP) target {
+	var t target
+	for i := 0; i < n; i++ {
+		t = o.decide(t0.Add(time.Duration(i)*100*time.Millisecond), ests, "auto", nil, tcp)
+	}
+	return t
+}
+
+func TestOptimizerWeights(t *testing.T) {
+	cases := []struct {
+		name   string
+		caps   []float64
+		delays []float64
+		want   []float64
+	}{
+		{"equal paths", []float64{10e6, 10e6, 10e6}, []float64{20e3, 20e3, 20e3}, []float64{1, 1, 1}},
+		{"5:2:7 at equal delays", []float64{5e6, 2e6, 7e6}, []float64{50e3, 50e3, 50e3}, []float64{5, 2, 7}},
+		{"A2", []float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, []float64{5, 2, 7}},
+	}
+	for _, c := range cases {
+		var total float64
+		for _, v := range c.caps {
+			total += v
+		}
+		ests := known(c.caps, c.delays, total)
+		o := newOptimizer(len(c.caps), t0)
+		got := decideN(o, ests, 10, model.TCP{}).shares()
+		var wsum float64
+		for _, w := range c.want {
+			wsum += w
+		}
+		for i := range got {
+			if want := c.want[i] / wsum; math.Abs(got[i]-want) > 0.05*want {
+				t.Errorf("%s: weights %.3f, want %.3f ±5%%", c.name, got, c.want)
+				break
+			}
+		}
+	}
+}
+
+// A path 90 ms slower than the others is left out (or down-weighted) exactly when the
+// model predicts the flow gains from it: with a window too small to cover its round trip
+// it only adds reordering; with a large window it adds capacity.
+func TestOptimizerDropsSlowPathWhenTheModelGains(t *testing.T) {
+	caps, delays := []float64{10e6, 10e6, 4e6}, []float64{10e3, 10e3, 100e3}
+	for _, window := range []int{64 << 10, 256 << 10, 4 << 20} {
+		tcp := model.TCP{Window: window}
+		ests := known(caps, delays, 24e6)
+		o := newOptimizer(3, t0)
+		got := decideN(o, ests, 5, tcp).shares()
+
+		ps := modelPaths(ests)
+		all, err := model.Predict(ps, model.Split{Mode: model.WRR}, tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		without, err := model.Predict(ps, model.Split{Mode: model.WRR, Weights: []float64{10e6, 10e6, 0}}, tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		best, err := model.BestSubset(ps, model.WRR, tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slowShare := caps[2] / (caps[0] + caps[1] + caps[2])
+		kept := got[2] >= slowShare*0.95
+		gainWithout := without.Goodput > all.Goodput
+		t.Logf("window %d KiB: model %.2f Mbit/s with the slow path, %.2f without; best %v %.2f; weights %.3f",
+			window>>10, all.Goodput/1e6, without.Goodput/1e6, best.Paths, best.Prediction.Goodput/1e6, got)
+		if gainWithout && kept {
+			t.Errorf("window %d KiB: the model gains without the slow path but it kept its full weight %.3f", window>>10, got[2])
+		}
+		if !gainWithout && best.Prediction.Goodput <= all.Goodput*(1+1e-9) && !kept {
+			t.Errorf("window %d KiB: the model gains nothing by dropping the slow path, yet its weight is %.3f", window>>10, got[2])
+		}
+	}
+}
+
+// Light load takes the earliest-arriving path; bulk load stripes by capacity, and only a
+// light spell that lasts brings light-load scheduling back.
+func TestOptimizerModeFollowsLoad(t *testing.T) {
+	ests := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 0.2e6)
+	o := newOptimizer(3, t0)
+	if m := decideN(o, ests, 5, model.TCP{}).mode; m != pb.Mode_MODE_WRR {
+		t.Fatalf("a new direction: mode %v, want wrr (bulk until it stays light)", m)
+	}
+	if m := decideN(o, ests, 30, model.TCP{}).mode; m != pb.Mode_MODE_EDPF {
+		t.Fatalf("light load for 3 s: mode %v, want edpf", m)
+	}
+	for _, e := range ests {
+		e.prev.RxBps *= 60 // 12 Mbit/s in all
+	}
+	if m := decideN(o, ests, 10, model.TCP{}).mode; m != pb.Mode_MODE_WRR {
+		t.Fatalf("bulk load: mode %v, want wrr", m)
+	}
+	for _, e := range ests {
+		e.prev.RxBps /= 60
+	}
+	now := t0.Add(10 * time.Second)
+	if m := o.decide(now, ests, "auto", nil, model.TCP{}).mode; m != pb.Mode_MODE_WRR {
+		t.Fatalf("a moment of light load switched to %v", m)
+	}
+	var m pb.Mode
+	for i := 1; i <= 40; i++ {
+		m = o.decide(now.Add(time.Duration(i)*100*time.Millisecond), ests, "auto", nil, model.TCP{}).mode
+	}
+	if m != pb.Mode_MODE_EDPF {
+		t.Fatalf("after 4 s of light load: mode %v, want edpf", m)
+	}
+	// Idle for 5 s: the next flow starts striped, as on a new direction.
+	for _, e := range ests {
+		e.prev.RxBps = 0
+	}
+	for i := 41; i <= 90; i++ {
+		m = o.decide(now.Add(time.Duration(i)*100*time.Millisecond), ests, "auto", nil, model.TCP{}).mode
+	}
+	if m != pb.Mode_MODE_WRR {
+		t.Fatalf("after 5 s idle: mode %v, want wrr", m)
+	}
+}
+
+func TestOptimizerOverrides(t *testing.T) {
+	ests := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
+	o := newOptimizer(3, t0)
+	if tg := o.decide(t0, ests, "wrr", []float64{1, 2, 3}, model.TCP{}); tg.mode != pb.Mode_MODE_WRR || tg.weights[2] != 3 {
+		t.Fatalf("manual weights: %+v", tg)
+	}
+	if tg := o.decide(t0, ests, "rr", nil, model.TCP{}); tg.mode != pb.Mode_MODE_RR {
+		t.Fatalf("manual rr: %+v", tg)
+	}
+	ests[1].est.Alive = false
+	if tg := o.decide(t0, ests, "wrr", []float64{1, 2, 3}, model.TCP{}); tg.up[1] || tg.shares()[1] != 0 {
+		t.Fatalf("a dead path keeps weight under manual control: %+v", tg)
+	}
+}
+
+// The ACKs of a flow striped over paths 90 ms apart return on a path slow enough for the
+// round trip to cover the skew; without skew, on the fastest path.
+func TestACKPath(t *testing.T) {
+	fwd := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
+	rev := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 0.5e6)
+	shares := []float64{5.0 / 14, 2.0 / 14, 7.0 / 14}
+	if j, why := ackPath(fwd, shares, rev); j != 2 {
+		t.Errorf("A2: ACKs on path %d (%s), want path 2 (50 ms: 62+50 >= 1.2*90)", j, why)
+	}
+	flat := known([]float64{5e6, 5e6}, []float64{30e3, 30e3}, 10e6)
+	revFlat := known([]float64{5e6, 5e6}, []float64{30e3, 10e3}, 0.5e6)
+	if j, _ := ackPath(flat, []float64{0.5, 0.5}, revFlat); j != 1 {
+		t.Errorf("no skew: ACKs on path %d, want the fastest (1)", j)
+	}
+	huge := known([]float64{5e6, 5e6}, []float64{10e3, 500e3}, 10e6)
+	if j, _ := ackPath(huge, []float64{0.5, 0.5}, revFlat); j != 0 {
+		t.Errorf("skew beyond every return path: ACKs on path %d, want the slowest (0)", j)
+	}
+	rev[2].est.Alive = false
+	if j, _ := ackPath(fwd, shares, rev); j != 0 {
+		t.Errorf("path 2 down: ACKs on path %d, want the next slower that covers the skew (0)", j)
+	}
+	fwd[1].est.Base = math.NaN()
+	if j, _ := ackPath(fwd, shares, rev); j != -1 {
+		t.Errorf("a used path's delay unknown: ACKs on path %d, want none yet (-1)", j)
+	}
+}
+
+// balance takes share from a path that arrives late over a queue of its own, and leaves
+// alone a path that is late only because it is longer.
+func TestBalanceDrainsTheLateQueue(t *testing.T) {
+	// K1 under capacity weights: the 200 kbit/s path queues 300 ms more.
+	ests := known([]float64{0.2e6, 1e6}, []float64{45e3, 45e3}, 1.2e6)
+	ests[0].est.Owd, ests[0].est.Queue, ests[0].est.RxPackets = 745e3, 700e3, 0 // no packet this report
+	ests[1].est.Owd, ests[1].est.Queue, ests[1].est.RxPackets = 445e3, 400e3, 4
+	w := balance(ests, []float64{0.2e6, 1e6})
+	if w[1] != 1e6 || w[0] >= 0.2e6*0.9 || w[0] < 0.2e6*(1-balanceMax) {
+		t.Fatalf("weights %v, want the late path's cut by 10-30 %% and the other's kept", w)
+	}
+	// A2's 100 ms path without a queue arrives late but cannot do better.
+	ests = known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
+	for _, e := range ests {
+		e.est.Queue, e.est.RxPackets = 0, 50
+	}
+	caps := []float64{5e6, 2e6, 7e6}
+	if w := balance(ests, caps); !slices.Equal(w, caps) {
+		t.Fatalf("weights %v for paths without queues, want the capacities %v", w, caps)
+	}
+}
+
+// Where the queues ahead are predicted, a late path is given the share that drains its
+// lateness within drainHorizon, though the arrivals measured still show none.
+func TestBalanceDrainsThePredictedQueue(t *testing.T) {
+	// A1 after slow start's overshoot: the 2 Mbit/s path's queue is 300 ms longer.
+	ests := known([]float64{5e6, 2e6}, []float64{100e3, 100e3}, 7e6)
+	ests[0].est.Ahead, ests[1].est.Ahead = 100e3, 400e3
+	w := balance(ests, []float64{5e6, 2e6})
+	late := 5.0 / 7 * 300e3 / 1e6 // behind the mean by share
+	if want := 2e6 * (1 - late/drainHorizon); w[0] != 5e6 || math.Abs(w[1]-want) > 1 {
+		t.Fatalf("weights %v, want [5e6 %.0f]", w, want)
+	}
+	ests[1].est.Ahead = 2e6
+	if w := balance(ests, []float64{5e6, 2e6}); w[1] != 2e6*drainFloor {
+		t.Fatalf("weights %v for a path 1.9 s late, want its share at the floor %v", w, drainFloor)
+	}
+}
+
+// Loss below lossFloor does not reach the model; loss above it does.
+func TestModelPathsLossFloor(t *testing.T) {
+	ests := known([]float64{36e6, 18e6}, []float64{20e3, 35e3}, 50e6)
+	ests[0].est.Loss, ests[0].est.LossKnown = 0.0003, true
+	ests[1].est.Loss, ests[1].est.LossKnown = 0.01, true
+	ps := modelPaths(ests)
+	if ps[0].Loss != 0 || ps[1].Loss != 0.01 {
+		t.Fatalf("model losses %v and %v, want 0 (below the floor) and 0.01", ps[0].Loss, ps[1].Loss)
+	}
+}
+
+// A bulk flow gets one early congestion signal once the paths it uses hold a growing
+// standing queue of half its base round trip on average (by share), then none until the
+// hold is over; none while the queues shrink (the flow is backing off already), and never
+// under an operator's fixed split.
+func TestOptimizerCongestionSignal(t *testing.T) {
+	caps := []float64{35.9e6, 18.4e6, 33.3e6, 14.7e6} // S1-4: shares .351 .180 .326 .144
+	delays := []float64{20e3, 35e3, 25e3, 45e3}
+	// signals runs the optimiser every 100 ms from..to with the paths' queues q, each
+	// growing by grow µs a step, and returns when it asked for a signal. Each step's
+	// quickest packet met floor of the queue.
+	floor := 1.0
+	signals := func(o *optimizer, ests []*pathEstimator, override string, from, to time.Duration, grow float64, q ...float64) []time.Duration {
+		var at []time.Duration
+		for d := from; d < to; d += 100 * time.Millisecond {
+			step := float64((d - from) / (100 * time.Millisecond))
+			for i, e := range ests {
+				e.est.Owd = e.est.Base + q[i] + step*grow
+				e.floors = append(e.floors, timed{t0.Add(d), floor * (q[i] + step*grow)})
+			}
+			if o.decide(t0.Add(d), ests, override, nil, model.TCP{}).signal {
+				at = append(at, d)
+			}
+		}
+		return at
+	}
+	ests := known(caps, delays, 102e6)
+	o := newOptimizer(len(caps), t0)
+	// Base round trip: 28.1 ms one way by share, 20 ms back; half of it is 24.1 ms.
+	if at := signals(o, ests, "auto", 0, 3*time.Second, 10, 20e3, 20e3, 20e3, 20e3); at != nil {
+		t.Fatalf("queues growing to 23 ms, below half the round trip, were signalled at %v", at)
+	}
+	// Two small paths queue, the big ones do not: 19.4 ms by share.
+	if at := signals(o, ests, "auto", 3*time.Second, 6*time.Second, 10, 0, 60e3, 0, 60e3); at != nil {
+		t.Fatalf("a mean queue of 19 ms was signalled at %v", at)
+	}
+	// 26 ms by share and growing, one path lagging its share.
+	at := signals(o, ests, "auto", 6*time.Second, 8500*time.Millisecond, 10, 30e3, 30e3, 30e3, 2e3)
+	if want := []time.Duration{6 * time.Second, 7 * time.Second, 8 * time.Second}; !slices.Equal(at, want) {
+		t.Fatalf("a growing mean queue of 26 ms: signals at %v, want %v (one per second)", at, want)
+	}
+	if o.signals != 3 {
+		t.Fatalf("%d signals counted, want 3", o.signals)
+	}
+	// The queues peak at 90 ms within the hold, then shrink.
+	signals(o, ests, "auto", 8600*time.Millisecond, 8700*time.Millisecond, 0, 90e3, 90e3, 90e3, 90e3)
+	if at := signals(o, ests, "auto", 9*time.Second, 12*time.Second, -100, 80e3, 80e3, 80e3, 80e3); at != nil {
+		t.Fatalf("queues of 80 ms shrinking were signalled at %v", at)
+	}
+	// Slow start's bursts: as deep, but each drains before the next (its first packets
+	// meet no queue).
+	floor = 0
+	if at := signals(newOptimizer(len(caps), t0), ests, "auto", 13*time.Second, 16*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
+		t.Fatalf("queues that drain every round trip were signalled at %v", at)
+	}
+	floor = 1
+	// ACKs returning over a 100 ms path make the round trip 128 ms: 30 ms is no signal.
+	slowACKs := newOptimizer(len(caps), t0)
+	slowACKs.ackBase = 100e3
+	if at := signals(slowACKs, ests, "auto", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
+		t.Fatalf("queues of 30 ms against a 128 ms round trip were signalled at %v", at)
+	}
+	// K1's pipe holds 9 packets: half its round trip (45 ms) and four packets (40 ms).
+	k1 := known([]float64{0.2e6, 1e6}, []float64{45e3, 45e3}, 1.2e6)
+	if at := signals(newOptimizer(2, t0), k1, "auto", 0, 3*time.Second, 10, 60e3, 60e3); at != nil {
+		t.Fatalf("K1's queues growing from 60 ms were signalled at %v", at)
+	}
+	if at := signals(newOptimizer(2, t0), k1, "auto", 0, 900*time.Millisecond, 10, 90e3, 90e3); len(at) != 1 {
+		t.Fatalf("K1's queues growing from 90 ms: signals at %v, want one", at)
+	}
+	fixed := newOptimizer(len(caps), t0)
+	if at := signals(fixed, ests, "wrr", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
+		t.Fatalf("operator's wrr was signalled at %v", at)
+	}
+}
+
+// The sending agent's trigger gets the split's measured rate and the signal's level of
+// queue, standing through the flow's round trip, for the start of a flow; none where a
+// rate in use is a guess or under an operator's split. A signal it gave holds off the
+// controller's own.
+func TestOptimizerSignalTrigger(t *testing.T) {
+	caps := []float64{35.9e6, 18.4e6, 33.3e6, 14.7e6}
+	ests := known(caps, []float64{20e3, 35e3, 25e3, 45e3}, 102e6)
+	o := newOptimizer(len(caps), t0)
+	o.ackBase = 20e3
+	g := o.decide(t0, ests, "auto", nil, model.TCP{}).trigger
+	rtt := 28.1e3 + 20e3 // by share one way, ACKs back
+	if g == nil || g.RateBps != 102.3e6 || math.Abs(g.StandingUs-rtt) > 200 ||
+		math.Abs(g.QueueUs-signalLevel(g.StandingUs, 102.3e6)) > 1 || g.WindowMs != 2000 {
+		t.Fatalf("trigger %v, want rate 102.3 Mbit/s, standing %.0f µs, queue %.0f µs, window 2 s", g, rtt, signalLevel(rtt, 102.3e6))
+	}
+	// A rate read lower (slow start's bursts) does not lower the trigger's for a while.
+	ests[0].est.Capacity = 21e6
+	if g := o.decide(t0.Add(time.Second), ests, "auto", nil, model.TCP{}).trigger; g.RateBps != 102.3e6 {
+		t.Fatalf("trigger rate %.0f after one path read low, want 102.3 Mbit/s kept", g.RateBps)
+	}
+	if g := o.decide(t0.Add(12*time.Second), ests, "auto", nil, model.TCP{}).trigger; math.Abs(g.RateBps-87.4e6) > 1 {
+		t.Fatalf("trigger rate %.0f 12 s later, want 87.4 Mbit/s", g.RateBps)
+	}
+	ests[0].est.Capacity = 35.9e6
+	if g := o.decide(t0, ests, "wrr", nil, model.TCP{}).trigger; g != nil {
+		t.Fatalf("operator's wrr got trigger %v", g)
+	}
+	guessed := known(caps, []float64{20e3, 35e3, 25e3, 45e3}, 102e6)
+	guessed[2].est.CapacityKnown = false
+	if g := newOptimizer(len(caps), t0).decide(t0, guessed, "auto", nil, model.TCP{}).trigger; g != nil {
+		t.Fatalf("a guessed rate in use got trigger %v", g)
+	}
+
+	// A growing standing queue of 30 ms on every path (above the level of 28 ms) gets the
+	// controller's signal, but not within the hold of one the trigger gave.
+	o = newOptimizer(len(caps), t0)
+	o.ackBase = 20e3
+	var at []time.Duration
+	o.sawTriggered(t0.Add(-100*time.Millisecond), 3) // the sender's count when first heard
+	for d := time.Duration(0); d < 1500*time.Millisecond; d += 100 * time.Millisecond {
+		o.sawTriggered(t0.Add(d), 4)
+		for _, e := range ests {
+			e.est.Owd = e.est.Base + 30e3 + float64(d/time.Millisecond)
+			e.floors = append(e.floors, timed{t0.Add(d), 30e3})
+		}
+		if o.decide(t0.Add(d), ests, "auto", nil, model.TCP{}).signal {
+			at = append(at, d)
+		}
+	}
+	if want := []time.Duration{time.Second}; !slices.Equal(at, want) || o.signals != 2 {
+		t.Fatalf("signals at %v (%d counted), want the controller's at %v, a second after the trigger's, and 2 counted", at, o.signals, want)
+	}
+}
+
+// While a flow starts, A2's fast, small-share path b is fed more, within what it carries
+// at the flow's rate, so that HyStart sees its round trip in every round; at the split's
+// rate, or on paths of equal delay, the weights are the capacities.
+func TestOptimizerFeedsFastPathAtFlowStart(t *testing.T) {
+	caps, a2 := []float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}
+	for _, c := range []struct {
+		name   string
+		delays []float64
+		load   float64
+		want   float64 // path b's share
+	}{
+		{"A2 at 2 Mbit/s", a2, 2e6, feedShare},
+		{"A2 at 6 Mbit/s", a2, 6e6, feedRate * 2 / 6},
+		{"A2 at the split's rate", a2, 14e6, 2.0 / 14},
+		{"equal delays at 2 Mbit/s", []float64{50e3, 50e3, 50e3}, 2e6, 2.0 / 14},
+	} {
+		o := newOptimizer(3, t0)
+		got := o.decide(t0, known(caps, c.delays, c.load), "auto", nil, model.TCP{}).shares()
+		if math.Abs(got[1]-c.want) > 0.01 {
+			t.Errorf("%s: shares %.3f, want b at %.3f", c.name, got, c.want)
+		}
+	}
+	// Once the flow has filled the split, the start is over for good.
+	o := newOptimizer(3, t0)
+	o.decide(t0, known(caps, a2, 14e6), "auto", nil, model.TCP{})
+	if got := o.decide(t0.Add(100*time.Millisecond), known(caps, a2, 2e6), "auto", nil, model.TCP{}).shares(); math.Abs(got[1]-2.0/14) > 0.01 {
+		t.Errorf("after the split was filled: shares %.3f, want b at %.3f", got, 2.0/14)
+	}
+}
+
+// A bulk split over a host agent's paths leaves a path of unknown capacity out for up to
+// unknownWait, while the agent's probe trains measure it; a split switch, which sends no
+// trains, gives it a guessed share at once, and so does an agent's split after the wait.
+func TestBulkSplitWaitsForTrains(t *testing.T) {
+	caps, delays := []float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}
+	for _, probed := range []bool{true, false} {
+		ests := known(caps, delays, 14e6)
+		ests[0].est.Capacity, ests[0].est.CapacityKnown, ests[0].busyKnown = 0, false, false
+		o := newOptimizer(len(caps), t0)
+		o.probed = probed
+		at := func(d time.Duration) []float64 {
+			return o.decide(t0.Add(d), ests, "auto", nil, model.TCP{}).shares()
+		}
+		if w := at(0); (w[0] == 0) != probed {
+			t.Errorf("probed=%v: shares %.3f at once; want path 0 left out only while trains can measure it", probed, w)
+		}
+		if w := at(unknownWait - 100*time.Millisecond); (w[0] == 0) != probed {
+			t.Errorf("probed=%v: shares %.3f just before the wait ends", probed, w)
+		}
+		if w := at(unknownWait); w[0] == 0 {
+			t.Errorf("probed=%v: shares %.3f after the wait, want path 0 in on a guess", probed, w)
+		}
+	}
+	// A path read from one report of pairs waits too; from two it is in.
+	ests := known(caps, delays, 14e6)
+	e := ests[0]
+	e.est.Capacity, e.busyKnown = 5e6, false
+	e.pairs = []pairReport{{t0, 5e6, 4}}
+	o := newOptimizer(len(caps), t0)
+	o.probed = true
+	if w := o.decide(t0, ests, "auto", nil, model.TCP{}).shares(); w[0] != 0 {
+		t.Errorf("shares %.3f with path 0 read from one train, want it left out", w)
+	}
+	e.pairs = append(e.pairs, pairReport{t0.Add(250 * time.Millisecond), 5e6, 4})
+	if w := o.decide(t0.Add(300*time.Millisecond), ests, "auto", nil, model.TCP{}).shares(); w[0] == 0 {
+		t.Errorf("shares %.3f with path 0 read from two trains, want it in", w)
+	}
+}
