@@ -115,6 +115,9 @@ func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (netlin
 		return nil, fmt.Errorf("tunnel device name %q is too long: use at most %d characters", name, unix.IFNAMSIZ-2)
 	}
 	l, err := netlink.LinkByName(name)
+	if err == nil && !isTunnelDevice(l) {
+		return nil, fmt.Errorf("interface %s exists and is not a Plait tunnel device (a veth pair %s/%s): name a new device, e.g. plait0, so that the agent does not reconfigure this one", name, name, peerName(name))
+	}
 	if err != nil {
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, PeerName: peerName(name)}
 		if err := netlink.LinkAdd(veth); err != nil {
@@ -163,6 +166,13 @@ func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (netlin
 		}
 	}
 	return l, nil
+}
+
+// isTunnelDevice tells a tunnel device ensureTunnelDevice made (a veth whose peer is
+// peerName) from any other interface.
+func isTunnelDevice(l netlink.Link) bool {
+	p, err := netlink.LinkByName(peerName(l.Attrs().Name))
+	return l.Type() == "veth" && err == nil && p.Type() == "veth"
 }
 
 // looseRPFilter relaxes strict reverse-path filtering on a path interface: decapsulated

@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/plait/plait/split"
 	"github.com/plait/plait/topo/scenario"
 	"github.com/plait/plait/wire"
 )
@@ -201,6 +202,13 @@ func (rt *rawTunnel) validate(n *Network) (*Tunnel, error) {
 	}
 	if t.Weights != nil && t.Mode != "wrr" {
 		return nil, fmt.Errorf("%s.weights: weights need mode wrr", where)
+	}
+	// The agent checks them so too, but only once it is connected: a bad file is
+	// refused before the controller starts.
+	if t.Weights != nil {
+		if err := split.Check(t.Weights, len(t.Weights)); err != nil {
+			return nil, fmt.Errorf("%s.weights: %w", where, err)
+		}
 	}
 	return t, nil
 }

@@ -45,11 +45,17 @@ func TestParseNetwork(t *testing.T) {
 		"split prefix":  {"prefix: 10.99.0.0/24", "prefix: nope"},
 		"split mac":     {`dst_mac: "02:00:00:00:00:02"`, `dst_mac: "zz"`},
 		"unknown field": {"interval: 50ms", "interval: 50ms\nintreval: 1s"},
+		"weight NaN":    {"weights: [1, 2]", "weights: [1, .nan]"},
+		"weight inf":    {"weights: [1, 2]", "weights: [.inf, 2]"},
+		"weight neg":    {"weights: [1, 2]", "weights: [1, -2]"},
+		"weight huge":   {"weights: [1, 2]", "weights: [1e308, 1e308]"},
+		"weights zero":  {"weights: [1, 2]", "weights: [0, 0]"},
 	}
 	want := map[string]string{
 		"interval": "interval", "agent socket": "agents.h2", "address": "switches.s1.address", "tunnel host": "hosts",
 		"mode": "mode", "split from": "from", "split index": "index", "split prefix": "prefix", "split mac": "dst_mac",
-		"unknown field": "intreval",
+		"unknown field": "intreval", "weight NaN": "weights: weight 2 is NaN", "weight inf": "weights: weight 1 is +Inf",
+		"weight neg": "must not be negative", "weight huge": "smaller scale", "weights zero": "positive weight",
 	}
 	for name, r := range bad {
 		_, err := ParseNetwork([]byte(strings.Replace(goodNetwork, r[0], r[1], 1)))

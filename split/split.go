@@ -33,6 +33,9 @@ func Check(weights []float64, paths int) error {
 	if total == 0 {
 		return errors.New("all weights are 0: at least one path needs a positive weight")
 	}
+	if math.IsInf(total, 0) {
+		return fmt.Errorf("weights %v sum past the largest number: give them on a smaller scale (only their ratios count)", weights)
+	}
 	return nil
 }
 
@@ -55,7 +58,7 @@ func Apportion(weights []float64, n int) ([]int, error) {
 	rems := make([]rem, 0, len(weights))
 	left := n
 	for i, w := range weights {
-		exact := float64(n) * w / total
+		exact := float64(n) * (w / total) // w/total first: n·w may overflow
 		shares[i] = int(exact)
 		left -= shares[i]
 		if w > 0 {

@@ -38,3 +38,18 @@ func TestApportionLargestRemainders(t *testing.T) {
 		t.Fatal("a negative weight accepted")
 	}
 }
+
+// Weights whose sum overflows are refused; each alone as large as a float64 goes is not,
+// and the table still follows their ratio.
+func TestHugeWeights(t *testing.T) {
+	if _, err := Apportion([]float64{1e308, 1e308}, HostSlots); err == nil {
+		t.Fatal("weights summing past MaxFloat64 accepted")
+	}
+	shares, err := Apportion([]float64{1e307, 3e307}, HostSlots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shares[0] != 256 || shares[1] != 768 {
+		t.Fatalf("Apportion(1e307, 3e307) = %v, want [256 768]", shares)
+	}
+}
