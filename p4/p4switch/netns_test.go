@@ -83,18 +83,7 @@ func (l *lab) wire(t *testing.T) *rig {
 	return r
 }
 
-func (l *lab) rxBytes(t *testing.T) uint64 {
-	t.Helper()
-	var links []struct {
-		Stats64 struct {
-			Rx struct{ Bytes uint64 } `json:"rx"`
-		} `json:"stats64"`
-	}
-	if err := json.Unmarshal([]byte(l.b.Run("ip", "-j", "-s", "link", "show", "dev", "eth0")), &links); err != nil || len(links) != 1 {
-		t.Fatalf("ip -j -s link: %v", err)
-	}
-	return links[0].Stats64.Rx.Bytes
-}
+func (l *lab) rxBytes(t *testing.T) uint64 { return rxBytes(t, l.b) }
 
 func TestEmulatedRate(t *testing.T) {
 	if _, err := exec.LookPath("iperf3"); err != nil {

@@ -11,9 +11,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Register serves the switch's P4Runtime and LinkEmulation services on g.
+// Register serves the switch's P4Runtime and LinkEmulation services on g (a link
+// element, which has no pipeline, LinkEmulation only).
 func (s *Switch) Register(g *grpc.Server) {
-	p4v1.RegisterP4RuntimeServer(g, p4rtServer{s: s})
+	if s.peer == nil {
+		p4v1.RegisterP4RuntimeServer(g, p4rtServer{s: s})
+	}
 	plaitv1.RegisterLinkEmulationServer(g, linkServer{s: s})
 }
 

@@ -1,7 +1,9 @@
 // Package p4switch is Plait's embedded switch: plait.p4's pipeline in Go on ports that
 // are Linux interfaces (AF_PACKET) or memory, a P4Runtime server for it, and link
 // emulation on every egress port (rate, delay, jitter, loss, queue limit, down), which
-// LinkEmulation changes at run time.
+// LinkEmulation changes at run time. With WithPassthrough the same ports and links run
+// without the pipeline, as a link element in series with another switch's ports (BMv2
+// has no link emulation of its own).
 //
 // The core (Switch) takes P4Runtime and LinkEmulation request types directly; server.go
 // adapts it to gRPC in one line per method, so the binary, tests and labs embed the same
@@ -33,6 +35,7 @@ type Switch struct {
 	pipe     *Pipeline
 	ports    map[uint16]*swPort
 	pool     *packetPool
+	peer     map[uint16]*swPort // passthrough: a port's frames leave through its peer
 
 	base     time.Time
 	monoBase int64 // CLOCK_MONOTONIC at base, ns
@@ -75,6 +78,7 @@ type config struct {
 	noConfig bool
 	ports    []portConfig
 	tick     time.Duration
+	pairs    [][2]uint16
 }
 
 type portConfig struct {
@@ -129,6 +133,20 @@ func WithTick(d time.Duration) Option {
 	}
 }
 
+// WithPassthrough pairs ports a and b: frames received on one leave through the other's
+// link, with no P4 pipeline and no P4Runtime. A switch with pairs is a link element: the
+// embedded switch's link emulation, the same code, in series with another switch's ports.
+// Every port must be in exactly one pair.
+func WithPassthrough(a, b uint16) Option {
+	return func(c *config) error {
+		if a == b {
+			return fmt.Errorf("passthrough %d:%d: pair two different ports", a, b)
+		}
+		c.pairs = append(c.pairs, [2]uint16{a, b})
+		return nil
+	}
+}
+
 // WithPort adds a port with the link its egress emulates.
 func WithPort(num uint16, p Port, params LinkParams) Option {
 	return func(c *config) error {
@@ -169,7 +187,11 @@ func New(opts ...Option) (*Switch, error) {
 			return nil, fmt.Errorf("port %d given twice (%s and %s)", pc.num, s.ports[pc.num].port.Name(), pc.port.Name())
 		}
 		sp := &swPort{num: pc.num, port: pc.port}
-		sp.link = newLink(pc.params, s.egress, s.free)
+		egress := s.egress
+		if len(c.pairs) > 0 {
+			egress = func(*packet) {}
+		}
+		sp.link = newLink(pc.params, egress, s.free)
 		if sp.link.tick = int64(c.tick); c.tick > 0 {
 			sp.link.phase = rand.Int64N(int64(c.tick))
 		}
@@ -177,6 +199,9 @@ func New(opts ...Option) (*Switch, error) {
 		maxFrame = max(maxFrame, pc.port.maxFrame())
 	}
 	s.pool = newPacketPool(maxFrame + lenCtrlHdr)
+	if len(c.pairs) > 0 {
+		return s, s.pair(c.pairs)
+	}
 	if !c.noConfig {
 		info := c.info
 		if info == nil {
@@ -189,6 +214,27 @@ func New(opts ...Option) (*Switch, error) {
 		s.bind.Store(b)
 	}
 	return s, nil
+}
+
+func (s *Switch) pair(pairs [][2]uint16) error {
+	s.peer = map[uint16]*swPort{}
+	for _, p := range pairs {
+		for i, n := range p {
+			switch {
+			case s.ports[n] == nil:
+				return fmt.Errorf("passthrough %d:%d: no port %d (ports: %v)", p[0], p[1], n, s.portNumbers())
+			case s.peer[n] != nil:
+				return fmt.Errorf("passthrough %d:%d: port %d is already paired", p[0], p[1], n)
+			}
+			s.peer[n] = s.ports[p[1-i]]
+		}
+	}
+	for _, n := range s.portNumbers() {
+		if s.peer[n] == nil {
+			return fmt.Errorf("passthrough: port %d is in no pair (a link element forwards only between paired ports)", n)
+		}
+	}
+	return nil
 }
 
 // now is CLOCK_MONOTONIC in ns, read through Go's (vDSO) monotonic clock. The split's
@@ -295,6 +341,9 @@ func (s *Switch) ingress(pk *packet, inPort uint16, now int64) *swPort {
 	if pk.end < 0 {
 		s.stats.rxTruncated.Add(1)
 		return nil
+	}
+	if s.peer != nil {
+		return s.peer[inPort]
 	}
 	f := pk.frame()
 	st := &pk.st

@@ -19,7 +19,7 @@ import (
 func newSwitchCmd() *cobra.Command {
 	var (
 		name, addr, p4infoPath string
-		ports, links           []string
+		ports, links, pairs    []string
 		deviceID               uint64
 		cpuPort                uint16
 		noPipeline             bool
@@ -34,13 +34,32 @@ loss, queue, down), set with --link and changed at run time with 'plait link set
 
 The switch starts with plait.p4's P4Info committed (device config empty), so a controller
 can write entries at once; SetForwardingPipelineConfig accepts plait.p4's P4Info (any IDs)
-with an empty or BMv2 JSON device config.`,
+with an empty or BMv2 JSON device config.
+
+With --passthrough the switch is a link element instead: no pipeline and no P4Runtime,
+frames received on one port of a pair leave through the other port's link. Put in series
+with another switch's ports (BMv2, which has no link emulation), it shapes that switch's
+links with the same code as the embedded switch's egress ports.`,
 		Example: `  plait switch --name s1 --grpc 127.0.0.1:9559 --port 1=veth1 --port 2=veth2 \
-    --link 2:rate=5mbit,delay=100ms,jitter=1ms,loss=0.5,queue=50`,
+    --link 2:rate=5mbit,delay=100ms,jitter=1ms,loss=0.5,queue=50
+  plait switch --name e1 --grpc 127.0.0.1:9560 --port 1=to-host --port 2=to-bmv2 \
+    --passthrough 1:2 --link 1:rate=5mbit,delay=100ms`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("switch", name)
 			opts := []p4switch.Option{p4switch.WithDeviceID(deviceID), p4switch.WithCPUPort(cpuPort), p4switch.WithLogger(log), p4switch.WithTick(tick)}
+			for _, pr := range pairs {
+				a, b, ok := strings.Cut(pr, ":")
+				na, erra := strconv.ParseUint(a, 10, 16)
+				nb, errb := strconv.ParseUint(b, 10, 16)
+				if !ok || erra != nil || errb != nil {
+					return usagef(cmd, "--passthrough %q: want PORT:PORT, e.g. 1:2", pr)
+				}
+				opts = append(opts, p4switch.WithPassthrough(uint16(na), uint16(nb)))
+			}
+			if len(pairs) > 0 && (noPipeline || p4infoPath != "") {
+				return usagef(cmd, "--passthrough runs no pipeline: drop --no-pipeline and --p4info")
+			}
 			if noPipeline {
 				opts = append(opts, p4switch.WithoutPipeline())
 			} else if p4infoPath != "" {
@@ -105,7 +124,7 @@ with an empty or BMv2 JSON device config.`,
 			}
 			errc := make(chan error, 1)
 			go func() { errc <- g.Serve(lis) }()
-			log.Info("switch running", "grpc", lis.Addr().String(), "ports", len(ports), "device_id", deviceID, "gomaxprocs", runtime.GOMAXPROCS(0))
+			log.Info("switch running", "grpc", lis.Addr().String(), "ports", len(ports), "device_id", deviceID, "passthrough", pairs, "gomaxprocs", runtime.GOMAXPROCS(0))
 			defer func() {
 				log.Info("switch stopped", "stats", fmt.Sprintf("%+v", sw.Stats()))
 				for _, p := range sw.Ports() {
@@ -134,5 +153,6 @@ with an empty or BMv2 JSON device config.`,
 	f.StringVar(&p4infoPath, "p4info", "", "P4Info to start with instead of the built-in one (text or binary)")
 	f.DurationVar(&tick, "tick", 0, "wake each link at most once per tick (0: per packet; 1ms keeps a machine with few CPUs from reordering links, see WithTick)")
 	f.BoolVar(&noPipeline, "no-pipeline", false, "start without a pipeline config, as BMv2 does")
+	f.StringArrayVar(&pairs, "passthrough", nil, "A:B: forward between ports A and B through their links, no pipeline (a link element; repeatable, every port in one pair)")
 	return cmd
 }
