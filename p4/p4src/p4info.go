@@ -11,10 +11,14 @@ import (
 // P4Info derives the P4Info p4c would emit for the program: fully qualified names, aliases
 // as the shortest unique suffix, IDs as p4c assigns them (resource type in the top byte,
 // the low 24 bits of the Jenkins one-at-a-time hash of the name, linear probing on
-// collisions, names hashed in sorted order within each type).
+// collisions, names hashed in sorted order within each type), every table's default
+// action as its initial_default_action, and an empty type_info (the program has no
+// user-defined types). A controller header's preamble carries its @controller_header name
+// but p4c hashes the header type's name (p4c's P4RuntimeSymbolTable adds the type):
+// packet_in_t gives packet_in 80671331.
 func (p *Program) P4Info() *p4configv1.P4Info {
 	ids := newIDAllocator()
-	var names []string
+	var names, chTypes []string
 	for _, a := range p.Actions {
 		names = append(names, a.Name)
 	}
@@ -29,26 +33,26 @@ func (p *Program) P4Info() *p4configv1.P4Info {
 		names = append(names, r.Name)
 	}
 	for _, h := range p.ControllerHeaders() {
-		names = append(names, h.ControllerHeader)
+		chTypes = append(chTypes, h.Name)
 	}
-	alias := aliases(names)
+	alias := aliases(append(names, chTypes...))
 
 	actionID := ids.assign(p4configv1.P4Ids_ACTION, append(actionNames(p.Actions), "NoAction"))
 	tableID := ids.assign(p4configv1.P4Ids_TABLE, tableNames(p.Tables))
 	counterID := ids.assign(p4configv1.P4Ids_COUNTER, counterNames(p.Counters))
 	registerID := ids.assign(p4configv1.P4Ids_REGISTER, registerNames(p.Registers))
-	var chNames []string
-	for _, h := range p.ControllerHeaders() {
-		chNames = append(chNames, h.ControllerHeader)
-	}
-	headerID := ids.assign(p4configv1.P4Ids_CONTROLLER_HEADER, chNames)
+	headerID := ids.assign(p4configv1.P4Ids_CONTROLLER_HEADER, chTypes)
 
 	pre := func(id uint32, name string) *p4configv1.Preamble {
 		return &p4configv1.Preamble{Id: id, Name: name, Alias: alias[name]}
 	}
-	info := &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Arch: "v1model"}}
+	info := &p4configv1.P4Info{PkgInfo: &p4configv1.PkgInfo{Arch: "v1model"}, TypeInfo: &p4configv1.P4TypeInfo{}}
 	for _, t := range p.Tables {
-		pt := &p4configv1.Table{Preamble: pre(tableID[t.Name], t.Name), Size: int64(t.Size)}
+		pt := &p4configv1.Table{
+			Preamble:             pre(tableID[t.Name], t.Name),
+			InitialDefaultAction: &p4configv1.TableActionCall{ActionId: actionID[t.DefaultAction]},
+			Size:                 int64(t.Size),
+		}
 		for i, k := range t.Keys {
 			pt.MatchFields = append(pt.MatchFields, &p4configv1.MatchField{
 				Id: uint32(i + 1), Name: k.Expr, Bitwidth: int32(k.Bits),
@@ -92,7 +96,9 @@ func (p *Program) P4Info() *p4configv1.P4Info {
 		})
 	}
 	for _, h := range p.ControllerHeaders() {
-		cpm := &p4configv1.ControllerPacketMetadata{Preamble: pre(headerID[h.ControllerHeader], h.ControllerHeader)}
+		cpm := &p4configv1.ControllerPacketMetadata{Preamble: &p4configv1.Preamble{
+			Id: headerID[h.Name], Name: h.ControllerHeader, Alias: h.ControllerHeader,
+		}}
 		cpm.Preamble.Annotations = []string{fmt.Sprintf("@controller_header(%q)", h.ControllerHeader)}
 		for i, f := range h.Fields {
 			cpm.Metadata = append(cpm.Metadata, &p4configv1.ControllerPacketMetadata_Metadata{Id: uint32(i + 1), Name: f.Name, Bitwidth: int32(f.Bits)})

@@ -10,12 +10,14 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// TextFormat prints m the way protobuf's C++ TextFormat does (what p4c writes for
-// --p4runtime-files *.txt): fields in field-number order, two-space indentation, enums by
-// name. Go's prototext deliberately varies its whitespace, which would make the
-// checked-in file churn.
+// TextFormat prints m as p4c writes --p4runtime-files *.txtpb: two comment lines naming
+// the proto file and message, then protobuf's C++ TextFormat (fields in field-number
+// order, two-space indentation, enums by name). Go's prototext deliberately varies its
+// whitespace, which would make the checked-in file churn.
 func TextFormat(m proto.Message) string {
 	var b strings.Builder
+	d := m.ProtoReflect().Descriptor()
+	fmt.Fprintf(&b, "# proto-file: %s\n# proto-message: %s\n\n", d.ParentFile().Path(), d.FullName())
 	writeMessage(&b, m.ProtoReflect(), 0)
 	return b.String()
 }
