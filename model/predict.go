@@ -10,7 +10,7 @@ import (
 	"github.com/plait/plait/split"
 )
 
-// Constants of Linux's stacks that the predictor uses (see doc.go for where each enters).
+// Constants of Linux's stacks that the predictor uses (see docs/model.md for where each enters).
 const (
 	cubicBeta     = 0.7                                   // multiplicative decrease
 	cubicC        = 0.4                                   // window growth, segments/s³
@@ -41,7 +41,7 @@ type lanes struct {
 }
 
 // Predict returns the predicted goodput and behaviour of one Linux TCP flow striped over
-// paths by split. See the package documentation for the equations.
+// paths by split. The equations are in docs/model.md.
 func Predict(paths []Path, sp Split, tcp TCP) (Prediction, error) {
 	tcp = tcp.WithDefaults()
 	if err := validatePaths(paths); err != nil {
@@ -99,7 +99,7 @@ func splitWeights(paths []Path, sp Split) ([]float64, error) {
 
 func pktBits(tcp TCP) float64 { return 8 * float64(tcp.MSS+tcp.Overhead) }
 
-// reverseDelay is the one-way delay of the news an ACK carries (eq. P1 of doc.go).
+// reverseDelay is the one-way delay of the news an ACK carries (P1 of docs/model.md).
 func reverseDelay(paths []Path, used []int, tcp TCP) float64 {
 	if tcp.AckPath == AckFixed {
 		return tcp.AckDelay.Seconds()
@@ -243,7 +243,7 @@ func predictEDPF(paths []Path, w []float64, tcp TCP) Prediction {
 	return best
 }
 
-// solve is eqs. P3–P9 of doc.go for a set of lanes.
+// solve is P3–P9 of docs/model.md for a set of lanes.
 func solve(paths []Path, l lanes, tcp TCP) Prediction {
 	pb := pktBits(tcp)
 	eta := float64(tcp.MSS) / float64(tcp.MSS+tcp.Overhead)

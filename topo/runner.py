@@ -148,7 +148,7 @@ def goodput(iperf, omit):
     covers. The whole run is the headline: the steady figure also counts data that
     arrived before omit and that the receiver held back until after it (MPTCP's
     data-level reordering, slow start's recovery), so a system that holds more back at
-    omit reads higher, above its own payload ceiling in MPTCP's case (docs/design.md)."""
+    omit reads higher, above its own payload ceiling in MPTCP's case (docs/lab.md, Outputs)."""
     srv = iperf.get("server_output_json") or {}
     ivs = [iv["sum"] for iv in srv.get("intervals", [])]
     rate = lambda ivs: 8 * sum(iv["bytes"] for iv in ivs) / sum(iv["seconds"] for iv in ivs)

@@ -345,7 +345,7 @@ func TestReceiverPassesOtherTraffic(t *testing.T) {
 	}
 }
 
-// classify is the receiver's verdict for a frame, from the rules in docs/design.md, written
+// classify is the receiver's verdict for a frame, from the rules in docs/datapath.md, written
 // independently of the C program.
 func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 	be := binary.BigEndian
