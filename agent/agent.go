@@ -1,6 +1,8 @@
-// Package agent is the Plait host agent: it owns a host's tunnels, loads and attaches the
-// eBPF datapath, keeps its maps in step with the configuration, turns the datapath's
-// counters into per-path measurements, and serves all of it over gRPC on a Unix socket.
+// Package agent is the Plait host agent (`plait agent`): it owns a host's tunnels, loads
+// and attaches the eBPF datapath, keeps its maps in step with the configuration, turns the
+// datapath's counters into per-path statistics, sends probes and probe trains on idle
+// paths, gives slow start's congestion signal from its own trigger, and serves all of it
+// over gRPC on a Unix socket (api/plait/v1/agent.proto). Docs: docs/agent.md.
 package agent
 
 import (

@@ -1,6 +1,8 @@
-// Package control is the Plait controller: it reads measurements from host agents and
-// switches, estimates every path, chooses each tunnel direction's split and writes it to
-// the agents' eBPF maps and to P4 split tables over P4Runtime.
+// Package controller is the Plait controller (`plait controller`): it reads measurements
+// from host agents and switches, estimates every path of each tunnel direction, chooses
+// the split (path set, load mode, weights, ACK path, congestion signals) and writes it to
+// the agents' eBPF maps and to P4 split tables over P4Runtime. It talks to agents only
+// through their gRPC API. Docs: docs/controller.md, with a section per concern.
 package controller
 
 import (

@@ -1,5 +1,6 @@
-// Package p4 holds Plait's P4 program (plait.p4) and embeds its checked-in P4Info, so the
-// switch and the controller resolve names without reading files at run time.
+// Package p4 holds Plait's P4 program (plait.p4, the switch pipeline) and embeds its
+// checked-in P4Info, so the switch and the controller resolve names without reading files
+// at run time. Docs: docs/switch.md; p4/README.md is a guide to the folder.
 package p4
 
 import _ "embed"

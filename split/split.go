@@ -1,8 +1,8 @@
 // Package split turns path weights into the slot tables Plait's datapaths stripe by: the
-// host sender's wrr table (HostSlots, in the eBPF config) and a switch's split table.
-// The predictor (model/) takes its wrr shares from Apportion too, because a
-// share rounded to a slot is what the packets get: 0.4 % too much on one lane is a queue
-// that grows by 0.4 % of a second every second.
+// host sender's wrr table (HostSlots, in the eBPF config) and a switch's split table. The
+// predictor (model) takes its wrr shares from Apportion too, because a share rounded to a
+// slot is what the packets get: 0.4 % too much on one lane is a queue that grows by 0.4 %
+// of a second every second. Docs: docs/datapath.md (sender) and docs/model.md (P2).
 package split
 
 import (

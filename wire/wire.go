@@ -1,16 +1,8 @@
-// Package wire is the Go definition of the Plait wire format: the tag every striped packet
-// carries from sender to receiver. The C (ebpf/include/plait.h) and P4
-// (p4/include/headers.p4) definitions must agree with Layout; tests/wireformat checks it.
-//
-//	Ethernet | outer IPv4 | UDP (dst Port) | Header | [Telemetry, if FlagTelemetry] | inner IPv4
-//
-// Compact packets (FlagCompact) carry TCP between the tunnel's two own addresses with one
-// IPv4 header: the original, rewritten to the path's addresses and protocol UDP.
-//
-//	Ethernet | IPv4 (rewritten) | UDP | Header | [Telemetry] | TCP segment
-//
-// IP encapsulation, for paths without NAT, leaves UDP out (either layout): the Header
-// follows an IPv4 header of protocol IPProto.
+// Package wire is the Go definition of the Plait wire format: the 16-byte header every
+// striped packet carries from sender to receiver, the optional telemetry block, and the
+// plain, compact, UDP and IP encapsulations. The C (ebpf/include/plait.h) and P4
+// (p4/include/headers.p4) definitions must agree with Layout; tests/wireformat checks
+// it. Docs: docs/wire-format.md.
 package wire
 
 import (

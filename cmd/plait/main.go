@@ -1,5 +1,6 @@
-// Command plait stripes one flow across several network paths: host agent, embedded P4
-// switch, controller, labs and the operator verbs, in one binary.
+// Command plait is Plait in one binary: host agent, embedded P4 switch, controller, labs,
+// the model and the operator verbs. The commands live in cmd/plait/cli; README.md lists
+// them and docs/ describes each component.
 package main
 
 import (

@@ -1,9 +1,8 @@
 // Package nstest gives tests throw-away network namespaces, veth links and processes
-// inside them, all removed when the test ends, also when it fails or panics.
-//
-// Commands run through nsenter rather than `ip netns exec`: the latter also unshares the
-// mount namespace and remounts /sys, which hides /sys/fs/bpf and would make BPF pins die
-// with the process.
+// inside them, all removed when the test ends, also when it fails or panics. Commands run
+// through nsenter rather than `ip netns exec`, which also unshares the mount namespace and
+// remounts /sys, hiding /sys/fs/bpf so that BPF pins would die with the process. How
+// tests use it: CONTRIBUTING.md.
 package nstest
 
 import (

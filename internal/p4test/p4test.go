@@ -1,5 +1,5 @@
 // Package p4test serves an embedded switch over P4Runtime on loopback for tests that
-// drive it from the outside.
+// drive it from the outside (docs/switch.md).
 package p4test
 
 import (

@@ -1,7 +1,7 @@
 // Package p4_test runs the conformance vectors in vectors/ (built by gen_vectors.py)
 // against the embedded switch always, and against BMv2 when p4c-bm2-ss and
 // simple_switch_grpc are installed. Entries, counters and registers are addressed by
-// name through the P4Info, as the controller does.
+// name through the P4Info, as the controller does. Docs: docs/switch.md.
 package p4_test
 
 import (

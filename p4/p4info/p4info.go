@@ -1,8 +1,8 @@
-// Package p4info resolves P4Runtime objects by name from a P4Info and builds P4Runtime
+// Package p4info resolves P4Runtime objects by name, fully qualified
+// ("PlaitIngress.port_fwd") or by alias ("port_fwd"), from a P4Info, and builds P4Runtime
 // entities from names and plain values. The embedded switch binds its pipeline through it
 // and the controller builds its writes with it, so neither hard-codes a numeric ID.
-//
-// Names may be fully qualified ("PlaitIngress.port_fwd") or aliases ("port_fwd").
+// Docs: docs/switch.md.
 package p4info
 
 import (

@@ -1,7 +1,7 @@
 // Package p4src reads the subset of P4_16 that p4/plait.p4 uses (header layouts, tables,
 // actions, counters, registers, controller headers) and derives from it the P4Info that
 // p4c would emit, so that the checked-in P4Info and the wire-format test can be checked
-// against the source on machines without p4c.
+// against the source on machines without p4c. Docs: docs/switch.md.
 package p4src
 
 import (

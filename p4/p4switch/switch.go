@@ -1,13 +1,9 @@
-// Package p4switch is Plait's embedded switch: plait.p4's pipeline in Go on ports that
-// are Linux interfaces (AF_PACKET) or memory, a P4Runtime server for it, and link
-// emulation on every egress port (rate, delay, jitter, loss, queue limit, down), which
-// LinkEmulation changes at run time. With WithPassthrough the same ports and links run
-// without the pipeline, as a link element in series with another switch's ports (BMv2
-// has no link emulation of its own).
-//
-// The core (Switch) takes P4Runtime and LinkEmulation request types directly; server.go
-// adapts it to gRPC in one line per method, so the binary, tests and labs embed the same
-// core.
+// Package p4switch is Plait's embedded switch target (`plait switch`): plait.p4's pipeline
+// in Go on ports that are Linux interfaces (AF_PACKET) or memory, a P4Runtime server for
+// it, and link emulation on every egress port (rate, delay, jitter, loss, queue limit,
+// down, an optional TTI tick), which LinkEmulation changes at run time. The core (Switch)
+// takes P4Runtime and LinkEmulation request types directly and server.go adapts it to
+// gRPC, so the binary, tests and labs embed the same core. Docs: docs/switch.md.
 package p4switch
 
 import (

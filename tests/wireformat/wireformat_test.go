@@ -1,7 +1,3 @@
-// Package wireformat proves that the definitions of the Plait wire format agree: the Go
-// layout (wire.Layout) is the reference; the P4 headers (p4/include/headers.p4) and the
-// C structs as compiled into the datapath (ebpf/include/plait.h, TestCLayout) are checked
-// field by field, and the Go encoder against the layout byte by byte.
 package wireformat
 
 import (

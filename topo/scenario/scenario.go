@@ -1,25 +1,9 @@
-// Package scenario reads Plait's scenario files: the paths of a lab (rate, one-way
-// delay, jitter, loss, queue), the traffic to run over them and the configurations to
-// compare. The model, the lab and the CLI share these types so that a prediction and a
-// lab run start from the same description.
-//
-// The file is YAML:
-//
-//	name: A2
-//	description: MPTCP reordering study, three paths with 90 ms of delay skew
-//	shape: parallel            # parallel (host eBPF splits) or split (a P4 switch splits)
-//	switch: auto               # auto (BMv2 when installed, else embedded), embedded or bmv2
-//	paths:
-//	  - {name: a, rate: 5mbit, delay: 100ms}
-//	  - {name: b, rate: 2mbit, delay: 10ms, loss: 0.5, queue: 50}
-//	traffic: {duration: 20s, omit: 2s, cc: cubic, flows: 1, tcp: {reordering: 3}}
-//	compare: [ideal, single-best, mptcp, rr, wrr, auto]
-//
-// Delays and jitter are one-way (the lab applies them in each direction), loss is in
-// percent, queue is a drop-tail limit in packets. traffic.tcp sets the hosts' TCP
-// reordering knobs (net.ipv4.tcp_*, see TCPKnobs) for every configuration alike; left out,
-// the kernel's defaults stand. Every field but paths[].rate has a default; unknown fields
-// are errors.
+// Package scenario reads Plait's scenario files: the paths of a lab (rate, one-way delay,
+// jitter, loss, queue), the traffic to run over them (duration, omit, cc, flows, the
+// hosts' TCP knobs), the configurations to compare, the shape, switch and encapsulation.
+// The model, the lab and the CLI share these types so that a prediction and a lab run
+// start from the same description. Every field but paths[].rate has a default; unknown
+// fields are errors, each naming the field. The schema: docs/lab.md#scenario-files.
 package scenario
 
 import (

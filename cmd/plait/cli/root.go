@@ -1,5 +1,9 @@
-// Package cli is the plait command line: daemons (agent, switch, controller), labs, the
-// model, and the operator verbs that talk to a running agent or controller.
+// Package cli is the plait command line (cobra): one newXxxCmd per command for the
+// daemons (agent, switch, controller), the labs, the model and the operator verbs that
+// talk to a running agent or controller; the work is done by the packages they call.
+// model_validate.go is over 600 lines because `plait model validate` is one workflow read
+// top to bottom (run the lab points, pool runs, evaluate both models, tabulate and plot);
+// its evaluation is a candidate to move beside the model. README.md lists the commands.
 package cli
 
 import (
