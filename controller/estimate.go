@@ -49,57 +49,28 @@ type Estimate struct {
 	Ahead float64
 }
 
-// Tuning of the estimator. Liveness must react within the 300 ms a dead path may keep
-// its weight; the agent probes idle paths every 25 ms, so silence of DownAfter means the
-// path, not the traffic, stopped.
+// Tuning of the estimator. Liveness must react within the 300 ms a dead path may keep its
+// weight. The reasons: docs/controller.md#estimation.
 const (
-	DownAfter      = 120 * time.Millisecond
-	UpAfter        = 60 * time.Millisecond
+	DownAfter      = 120 * time.Millisecond // silence this long is the path's: idle paths are probed every 25 ms
+	UpAfter        = 60 * time.Millisecond  // a path is back once it is silent less than this
 	telemetryWin   = 300 * time.Millisecond // base from OWD − switch queue: tracks changes fast
 	minOnlyWin     = 10 * time.Second       // base from minimum OWD: must outlast queues
 	stepConfirm    = time.Second            // a shift of the minimum held this long is a new base
-	minBusyQueueUs = 1500
-	frameBits      = 1514 * 8        // a full-sized frame, what a bulk flow's packets are
-	dispKeep       = 12              // recent reports with packet pairs kept ...
-	dispAge        = 2 * time.Second // ... for at most this long ...
-	dispMin        = 3               // ... unless fewer remain
-	pairRaise      = 1.2             // pairs this far above a measured capacity raise it
-	pairSpread     = 2.5             // reports of pairs this far from their median are outliers
-	// Capacity comes from bytes delivered over a stretch in which the path never ran out
-	// of queue: at least busyStretch long (50 ms reports hold a handful of packets on a
-	// slow path, far too few), at most busyKeep.
-	busyStretch = 300 * time.Millisecond
-	busyKeep    = time.Second
-	owdGain     = 0.3 // smoothing of the mean one-way delay the arrival correction reads
-	// Random loss is counted over lossWindow, only in reports lossQuiet after the path
-	// last queued (drops from a full queue are congestion, which the flow's own control
-	// answers; the receiver sees them when the packets behind them arrive, after the
-	// sender has backed off and the queue drained: on A2 counting them as random made the
-	// model drop the 7 Mbit/s path; and slow start's bursts overflow a queue that drains
-	// between them: on S1-4 they read as 3 % loss on the best path), and believed from
-	// lossEvidence packets on.
-	lossWindow   = 5 * time.Second
-	lossQuiet    = time.Second
-	lossEvidence = 200
-	lossEvents   = 3
-	outageGrace  = time.Second
+	minBusyQueueUs = 1500                   // µs: less queue than this is jitter, not a standing queue
+	frameBits      = 1514 * 8               // a full-sized frame, what a bulk flow's packets are
+	busyKeep       = time.Second            // deliveries and queue floors are kept this long
+	owdGain        = 0.3                    // smoothing of the mean one-way delay the arrival correction reads
+	lossWindow     = 5 * time.Second        // random loss is counted over this long ...
+	lossQuiet      = time.Second            // ... only this long after the path queued: drops from a queue are congestion
+	lossEvidence   = 200                    // packets before a loss rate is believed
+	lossEvents     = 3                      // reports with losses before it is: one burst is an event, not a rate
+	outageGrace    = time.Second            // losses this soon after an outage are the outage's
 )
-
-type delivery struct {
-	at    time.Time
-	bytes uint64
-	busy  bool
-}
 
 type lossCount struct {
 	at        time.Time
 	got, lost uint64
-}
-
-// pairReport is what one report's packet pairs measured: their rate and how many.
-type pairReport struct {
-	at     time.Time
-	bps, n float64
 }
 
 type timed struct {
@@ -150,8 +121,30 @@ func newPathEstimator() *pathEstimator {
 	return &pathEstimator{est: Estimate{Alive: true, Base: math.NaN(), Queue: math.NaN(), Owd: math.NaN(), Ahead: math.NaN()}}
 }
 
-// update folds one observation in and returns the new estimate.
+// update folds one observation in and returns the new estimate. The steps run in this
+// order, each reading what the ones before it wrote.
 func (e *pathEstimator) update(o Observation) Estimate {
+	e.liveness(o)
+	e.baseDelay(o)
+	e.meanDelay(o)
+	e.queue(o)
+	dRx, dLost := e.counts(o)
+	e.busy(o, dRx)
+	judged := e.lossJudgedAt(o, dRx)
+	e.randomLoss(o, dRx, dLost, judged)
+	e.busyCapacity(o)
+	e.pairCapacity(o)
+	e.ahead(o)
+	e.prev, e.hasPrev = o, true
+	return e.est
+}
+
+// telemetry: the switches stamp the queue, which separates it from the path's delay.
+func (o Observation) telemetry() bool { return !math.IsNaN(o.Queue) }
+
+// liveness estimates whether the path works, from how long ago a packet last arrived:
+// silence is only the path's once idle paths have missed several probes.
+func (e *pathEstimator) liveness(o Observation) {
 	est := &e.est
 	switch {
 	case o.RxAge < 0 || o.RxAge > DownAfter:
@@ -165,11 +158,16 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		}
 		est.Alive = true
 	}
+}
 
+// baseDelay estimates the propagation delay as the least one-way delay of a window: a
+// queue adds to every packet's delay, the path's own length to none differently.
+func (e *pathEstimator) baseDelay(o Observation) {
+	est := &e.est
 	if e.hasPrev && o.Lost > e.prev.Lost {
 		e.lastGap = o.At
 	}
-	telemetry := !math.IsNaN(o.Queue)
+	telemetry := o.telemetry()
 	sample := o.OwdMin
 	if telemetry && !math.IsNaN(o.OwdMean) {
 		sample = o.OwdMean - o.Queue
@@ -187,8 +185,8 @@ func (e *pathEstimator) update(o Observation) Estimate {
 		// A minimum that stayed above the base for a whole second, and barely moved, is a
 		// longer path, not a queue (queues breathe with the flow) - unless the path carried
 		// a flow over a standing queue or dropped packets meanwhile: a slow path's queue,
-		// or one held full at its drop-tail limit, holds still too (K1's 200 kbit/s path
-		// read as 200-500 ms long). Under load a longer path shows within minOnlyWin.
+		// or one held full at its drop-tail limit, holds still too. Under load a longer
+		// path shows within minOnlyWin.
 		recent := windowMin(e.baseWin, o.At, stepConfirm)
 		if spread := windowMax(e.baseWin, o.At, stepConfirm) - recent; recent > est.Base+5000 && spread < 1000 &&
 			e.span(o.At) >= stepConfirm && o.At.Sub(e.lastGap) >= stepConfirm && o.At.Sub(e.lastBusy) >= stepConfirm {
@@ -196,6 +194,12 @@ func (e *pathEstimator) update(o Observation) Estimate {
 			est.Base = recent
 		}
 	}
+}
+
+// meanDelay estimates the path's mean one-way delay, smoothed: a slow path's reports
+// hold a packet or none, and the arrival correction reads it.
+func (e *pathEstimator) meanDelay(o Observation) {
+	est := &e.est
 	switch {
 	case math.IsNaN(o.OwdMean):
 	case math.IsNaN(est.Owd):
@@ -203,21 +207,30 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	default:
 		est.Owd += owdGain * (o.OwdMean - est.Owd)
 	}
+}
+
+// queue estimates the queueing delay now: the switches' stamp where there is one, else
+// the mean one-way delay over the base.
+func (e *pathEstimator) queue(o Observation) {
+	est := &e.est
 	switch {
-	case telemetry:
+	case o.telemetry():
 		est.Queue = o.Queue
 	case !math.IsNaN(o.OwdMean) && !math.IsNaN(est.Base):
 		est.Queue = max(0, o.OwdMean-est.Base)
 	default:
 		est.Queue = 0
 	}
+}
 
-	// Lost is expected minus received at the moment the agent reads it, so a gap that a
-	// packet still on its way fills a moment later counts in one report and is gone by the
-	// next. Only a gap that outlived a report is a loss: on S1-4's 36 Mbit/s path such
-	// passing gaps, summed report by report, read as 0.2 % loss while the receiver lost
-	// nothing, and made the model drop the best path.
-	var dRx, dLost, dLate uint64
+// counts estimates the report's packets, settled losses and lateness, and returns the
+// packets received and lost since the last report. Lost is expected minus received at
+// the moment the agent reads it, so a gap that a packet still on its way fills a moment
+// later counts in one report and is gone by the next: only a gap that outlived a report
+// is a loss.
+func (e *pathEstimator) counts(o Observation) (dRx, dLost uint64) {
+	est := &e.est
+	var dLate uint64
 	if e.hasPrev {
 		settled := min(o.Lost, e.prev.Lost)
 		dRx = sub(o.RxPackets, e.prev.RxPackets)
@@ -229,17 +242,19 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	if dRx > 0 {
 		est.Late = 0.8*est.Late + 0.2*float64(dLate)/float64(dRx)
 	}
+	return dRx, dLost
+}
 
-	// Capacity. Over a stretch with a standing queue throughout, the path delivers
-	// exactly its capacity; otherwise packet pairs bound it, and a path that delivered
-	// more than the estimate over a long enough stretch has at least that.
+// busy estimates whether the path holds a standing queue throughout the report (even its
+// quickest packet queued), which is when it delivers exactly its capacity. A mean queue
+// is not enough: slow start's bursts fill a queue and let it drain within every round
+// trip.
+func (e *pathEstimator) busy(o Observation, dRx uint64) {
+	est := &e.est
 	serial := 0.0
 	if est.Capacity > 0 {
 		serial = frameBits / est.Capacity * 1e6
 	}
-	// Busy means a standing queue throughout the report: even its quickest packet queued.
-	// A mean queue is not enough: slow start's bursts fill a queue and let it drain
-	// within every round trip, and counted as busy they made A2's 7 Mbit/s path 3.7.
 	standing := standingQueue(o, est)
 	est.Busy = dRx >= 2 && standing > max(minBusyQueueUs, 2*serial)
 	if dRx > 0 && !math.IsNaN(standing) {
@@ -252,12 +267,14 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	if dRx >= 2 && est.Queue > max(minBusyQueueUs, 2*serial) {
 		e.lastQueued = o.At
 	}
-	// A loss comes to light when the packet behind it arrives, which after a stall (a
-	// flow waiting out a retransmission timeout) is long after it was sent: it is judged
-	// by the queue when the path last carried data. On S1-4 the drops of a congested
-	// moment, revealed after a 2 s stall, read as random and the model kept one path.
-	// A loss settles a report after it shows (see settled), so it is judged by the
-	// earlier of the two reports' sending times.
+}
+
+// lossJudgedAt is when the losses the report shows were sent, by which their cause is
+// judged: a loss comes to light when the packet behind it arrives, which after a stall
+// (a flow waiting out a retransmission timeout) is long after it was sent, so it is
+// judged by the queue when the path last carried data; and a loss settles a report after
+// it shows (see counts), so by the earlier of the two reports' sending times.
+func (e *pathEstimator) lossJudgedAt(o Observation, dRx uint64) time.Time {
 	sent := o.At
 	if o.At.Sub(e.lastData) > DownAfter {
 		sent = e.lastData
@@ -270,8 +287,17 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	if dRx > 0 {
 		e.lastData = o.At
 	}
-	// What an outage loses says nothing about the path once it works again: forget it,
-	// and what is lost in the moments after it comes back.
+	return judged
+}
+
+// randomLoss estimates the path's random loss over the recent window, from reports sent
+// while it held no queue: drops from a full queue are congestion, which the flow's own
+// control answers. What an outage loses says nothing about the path once it works again:
+// it is forgotten, and what is lost in the moments after it comes back. Random loss
+// strikes report after report; one burst is an event of the path, not a rate to predict
+// from.
+func (e *pathEstimator) randomLoss(o Observation, dRx, dLost uint64, judged time.Time) {
+	est := &e.est
 	if !est.Alive {
 		e.losses = nil
 	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && judged.Sub(e.lastQueued) >= lossQuiet {
@@ -286,98 +312,19 @@ func (e *pathEstimator) update(o Observation) Estimate {
 			events++
 		}
 	}
-	// Random loss strikes report after report; one burst is an event of the path (or of
-	// the lab: S1-4's paths without configured loss showed single bursts of 1 %), not a
-	// rate to predict from.
 	if est.LossKnown = got+lost >= lossEvidence && (lost == 0 || events >= lossEvents); est.LossKnown {
 		est.Loss = float64(lost) / float64(got+lost)
 	}
-	e.deliv = append(e.deliv, delivery{o.At, o.RxBytes, est.Busy})
-	e.deliv = slices.DeleteFunc(e.deliv, func(d delivery) bool { return o.At.Sub(d.at) > busyKeep })
-	if rate, ok := e.busyRate(); ok {
-		if e.busyKnown {
-			est.Capacity = 0.5*est.Capacity + 0.5*rate
-		} else {
-			est.Capacity = rate
-		}
-		est.CapacityKnown, e.busyKnown = true, true
-	} else if rate, ok := e.deliveredRate(); ok && est.CapacityKnown && rate > est.Capacity {
-		// A floor only lifts an estimate: partial load says nothing about capacity.
-		est.Capacity = rate
-	}
-	if o.DispN >= 2 && o.DispBps > 0 {
-		e.pairs = append(e.pairs, pairReport{o.At, o.DispBps, float64(o.DispN)})
-	}
-	// A path's pairs come a few a second, so an estimate over a count of them lags a
-	// change by seconds: the older reports age out, all but the newest dispMin.
-	for len(e.pairs) > dispKeep || len(e.pairs) > dispMin && o.At.Sub(e.pairs[0].at) > dispAge {
-		e.pairs = e.pairs[1:]
-	}
-	// Packet pairs (probe trains on idle paths, bursts of data) stand in until a busy
-	// stretch measures the capacity exactly; but pairs read while the path carries a
-	// flow only raise the estimate, as the receiving host spreads a pair's arrivals
-	// under load: on S1-4 they read a 36 Mbit/s path the split fed short of its
-	// capacity, so that it never queued, at 4-28 Mbit/s, its share followed them down,
-	// and the flow lost a quarter of its rate. A path estimated too high queues, and
-	// its busy stretch measures it.
-	//
-	// After a busy stretch pairs can only raise the estimate, on a path that has held no
-	// queue for a while while another path does: one the split under-feeds never gets
-	// another busy stretch, and its deliveries lift the estimate only as far as its
-	// share lets it deliver. A raise that overshoots is corrected by the busy stretch it
-	// brings. With every queue empty (after a congestion signal) the flow asks no more
-	// than the paths carry, and pairs read then lifted all four of S1-4's paths by 57 %
-	// at once, which over-fed one until the window collapsed.
-	switch {
-	case len(e.pairs) == 0:
-	case !e.busyKnown:
-		if m := pairRate(e.pairs); !est.CapacityKnown || m > est.Capacity || o.At.Sub(e.lastData) >= busyKeep {
-			est.Capacity, est.CapacityKnown = m, true
-		}
-	case o.At.Sub(e.lastBusy) >= busyKeep && o.OthersBusy:
-		// Only pairs read since the path last queued: the queue-free spell is the evidence.
-		quiet := slices.DeleteFunc(slices.Clone(e.pairs), func(r pairReport) bool { return r.at.Sub(e.lastBusy) < busyKeep })
-		if len(quiet) >= dispMin {
-			if m := pairRate(quiet); m > pairRaise*est.Capacity {
-				est.Capacity = m
-			}
-		}
-	}
+}
+
+// ahead estimates the queue a packet sent now meets, from what is in flight: arrivals
+// measure the queue one path delay late.
+func (e *pathEstimator) ahead(o Observation) {
+	est := &e.est
 	est.Ahead = math.NaN()
 	if est.CapacityKnown && est.Capacity > 0 && !math.IsNaN(o.InFlight) && !math.IsNaN(est.Base) {
 		est.Ahead = max(0, o.InFlight*8/est.Capacity*1e6-est.Base)
 	}
-	e.prev, e.hasPrev = o, true
-	return *est
-}
-
-// measured: the capacity rests on a busy stretch or on more than one report of packet
-// pairs, not on a first train alone.
-func (e *pathEstimator) measured() bool {
-	return e.est.CapacityKnown && (e.busyKnown || len(e.pairs) >= 2)
-}
-
-// busyRate is the delivery rate over the latest stretch of busy reports, when that
-// stretch is long enough to count a path's capacity.
-func (e *pathEstimator) busyRate() (float64, bool) {
-	n := len(e.deliv)
-	if n < 2 || !e.deliv[n-1].busy {
-		return 0, false
-	}
-	first := n - 1
-	for first > 0 && e.deliv[first-1].busy {
-		first--
-	}
-	// The report before the stretch marks its start: bytes after it were delivered busy.
-	if first > 0 {
-		first--
-	}
-	a, b := e.deliv[first], e.deliv[n-1]
-	dt := b.at.Sub(a.at)
-	if dt < busyStretch {
-		return 0, false
-	}
-	return float64(sub(b.bytes, a.bytes)) * 8 / dt.Seconds(), true
 }
 
 // standingQueue is the queue a report's quickest packet met, µs (its one-way delay over
@@ -389,33 +336,12 @@ func standingQueue(o Observation, est *Estimate) float64 {
 	return o.OwdMin - est.Base
 }
 
-// deliveredRate is the delivery rate over the whole recent history, a floor of capacity.
-func (e *pathEstimator) deliveredRate() (float64, bool) {
-	n := len(e.deliv)
-	if n < 2 {
-		return 0, false
-	}
-	a, b := e.deliv[0], e.deliv[n-1]
-	dt := b.at.Sub(a.at)
-	if dt < busyStretch {
-		return 0, false
-	}
-	return float64(sub(b.bytes, a.bytes)) * 8 / dt.Seconds(), true
-}
-
 // lastRate is the path's delivery rate over its latest report.
 func (e *pathEstimator) lastRate() float64 {
 	if !e.hasPrev {
 		return 0
 	}
 	return e.prev.RxBps
-}
-
-// raise lifts the capacity estimate of a path the split under-feeds.
-func (e *pathEstimator) raise(f float64) {
-	if e.est.CapacityKnown {
-		e.est.Capacity *= f
-	}
 }
 
 func (e *pathEstimator) span(now time.Time) time.Duration {
@@ -450,31 +376,4 @@ func windowMax(s []timed, now time.Time, win time.Duration) float64 {
 		}
 	}
 	return m
-}
-
-// pairRate is the packet pairs' bytes over their arrival gaps, summed over the reports
-// (each report's rate is already such a ratio over its pairs). A ratio of sums and not a
-// median of rates: a link that sends in bursts (an LTE cell per TTI) delivers a probe
-// train over a whole number of bursts, so one train reads its path at a multiple of the
-// burst spacing, too fast or too slow; over trains that met the bursts at every phase the
-// arrival spans add up to the trains' serialisation times. The median of S1-4's 14.7
-// Mbit/s path over three trains of a 1 ms TTI read 12.8 or 19.2 Mbit/s. Reports further
-// than pairSpread from the median are left out: a train whose sender or link stalled
-// for a few milliseconds spans them (S1-4's 36 Mbit/s path once read 8.8 Mbit/s beside
-// 39.9, which summed made it 14.4), where bursts make at most a factor of two.
-func pairRate(s []pairReport) float64 {
-	rates := make([]float64, len(s))
-	for i, r := range s {
-		rates[i] = r.bps
-	}
-	slices.Sort(rates)
-	med := rates[len(rates)/2]
-	var n, t float64
-	for _, r := range s {
-		if r.bps >= med/pairSpread && r.bps <= med*pairSpread {
-			n += r.n
-			t += r.n / r.bps
-		}
-	}
-	return n / t
 }

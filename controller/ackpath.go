@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"fmt"
+	"math"
+)
+
+// The path of a striped direction's ACKs. The reasons: docs/controller.md#ack-path.
+const (
+	ackMargin = 1.2 // the round trip exceeds the delay skew by this: Linux's reorder window
+)
+
+// ackReturn is the base one-way delay of the direction's ACKs, µs: their path's once the
+// controller has routed them, until then the fastest path's (minBase).
+func (o *optimizer) ackReturn(minBase float64) float64 {
+	if o.ackBase > 0 {
+		return o.ackBase
+	}
+	return minBase
+}
+
+// ackPath picks the path that carries the ACKs of a direction whose opposite direction
+// stripes by wrr: the fastest live path that makes the round trip, as the data spreads
+// over the forward paths, exceed their delay skew by ackMargin; when none does, the
+// slowest. One path for all ACKs: spread over paths of different delays, the ACKs that
+// take fast paths carry SACK blocks for data that came on fast paths, and the sender
+// learns of it early. Linux then sees the whole skew as reordering, with a reordering
+// window of a quarter of the shortest round trip it sampled, and retransmits spuriously.
+// It returns -1 while the delays are not known.
+func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator) (int, string) {
+	var mean float64
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, e := range fwd {
+		if i >= len(shares) || shares[i] == 0 {
+			continue
+		}
+		if math.IsNaN(e.est.Base) {
+			return -1, ""
+		}
+		mean += shares[i] * e.est.Base
+		lo, hi = math.Min(lo, e.est.Base), math.Max(hi, e.est.Base)
+	}
+	if math.IsInf(lo, 0) {
+		return -1, ""
+	}
+	skew := hi - lo
+	best, slowest := -1, -1
+	for j, e := range rev {
+		if !e.est.Alive || math.IsNaN(e.est.Base) {
+			continue
+		}
+		if slowest < 0 || e.est.Base > rev[slowest].est.Base {
+			slowest = j
+		}
+		if mean+e.est.Base >= ackMargin*skew && (best < 0 || e.est.Base < rev[best].est.Base) {
+			best = j
+		}
+	}
+	if best < 0 {
+		best = slowest
+	}
+	if best < 0 {
+		return -1, ""
+	}
+	return best, fmt.Sprintf("ACKs on path %d: round trip %.0f ms over a delay skew of %.0f ms", best, (mean+rev[best].est.Base)/1e3, skew/1e3)
+}

@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/plait/plait/model"
+)
+
+// Which paths the split uses. The reasons: docs/controller.md#path-set.
+const (
+	setGain     = 1.05            // a new set must promise this much more goodput: sets do not flap
+	setDwell    = 2 * time.Second // ... and the current one must have held this long
+	unknownRate = 10e6            // an unmeasured path's guess (or the best known): it corrects itself
+	unknownWait = 2 * time.Second // wrr waits this long for probe trains (see waitForTrains)
+	lossFloor   = 0.001           // less loss than this is counting noise, not news to the model
+)
+
+// guess is the capacity assumed for a path whose capacity is not known yet.
+func guess(ests []*pathEstimator) float64 {
+	g := unknownRate
+	for _, e := range ests {
+		if e.est.CapacityKnown {
+			g = max(g, e.est.Capacity)
+		}
+	}
+	return g
+}
+
+func capacity(ests []*pathEstimator, i int) float64 {
+	if e := ests[i].est; e.CapacityKnown && e.Capacity > 0 {
+		return e.Capacity
+	}
+	return guess(ests)
+}
+
+// modelPaths describes the paths to the model as the estimator sees them.
+func modelPaths(ests []*pathEstimator) []model.Path {
+	ps := make([]model.Path, len(ests))
+	for i, e := range ests {
+		rate := capacity(ests, i)
+		base := e.est.Base
+		if math.IsNaN(base) || base < 0 {
+			base = 0
+		}
+		loss := 0.0
+		if e.est.LossKnown && e.est.Loss >= lossFloor {
+			loss = math.Min(e.est.Loss, 0.5)
+		}
+		ps[i] = model.Path{Rate: rate, Delay: time.Duration(base * 1e3), Loss: loss}
+	}
+	return ps
+}
+
+// chooseSet picks the paths edpf may use: the model's best subset of the live paths,
+// changed only when the gain is worth it and the current set has settled. While some
+// path's capacity or base delay is unknown every live path stays in: the model would be
+// choosing between guesses (a restarted agent's path read as 0 ms long and was dropped
+// for its skew), and a path left out would never be measured.
+//
+// It returns the split's weights for wrr (capacity over the chosen set, 0 elsewhere).
+func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.Mode, tcp model.TCP) []float64 {
+	var live []int
+	unknown := 0
+	liveMask := make([]bool, len(ests))
+	trains := mode == model.WRR && o.probed // see waitForTrains
+	for i, e := range ests {
+		if e.est.Alive {
+			live = append(live, i)
+			liveMask[i] = true
+			if !e.est.CapacityKnown || math.IsNaN(e.est.Base) || (trains && !e.measured()) {
+				unknown++
+			}
+		}
+	}
+	weights := func() []float64 {
+		w := make([]float64, len(ests))
+		for i := range w {
+			if o.set[i] {
+				w[i] = capacity(ests, i)
+			}
+		}
+		return w
+	}
+	if unknown > 0 {
+		set := make([]bool, len(ests))
+		for _, i := range live {
+			set[i] = true
+		}
+		o.set, o.setLive, o.predict, o.setMode = set, nil, 0, mode
+		o.reason = fmt.Sprintf("%v over every live path while %d are not measured yet", mode, unknown)
+		if trains {
+			o.waitForTrains(now, ests)
+		}
+		return weights()
+	}
+	all := modelPaths(ests)
+	ps := make([]model.Path, len(live))
+	for j, i := range live {
+		ps[j] = all[i]
+	}
+	choice, err := model.BestSubset(ps, mode, tcp)
+	if err != nil {
+		o.reason = "model: " + err.Error()
+		o.set = make([]bool, len(ests))
+		for _, i := range live {
+			o.set[i] = true
+		}
+		return weights()
+	}
+	best := make([]bool, len(ests))
+	for _, j := range choice.Paths {
+		best[live[j]] = true
+	}
+	// Paths dying or coming back, and a change of mode, are news rather than a change of
+	// mind: decide afresh at once. Otherwise the model must promise enough to move.
+	cur := o.set
+	switch {
+	case o.set == nil || !slices.Equal(liveMask, o.setLive) || mode != o.setMode:
+		o.adopt(now, best, liveMask, mode, choice.Prediction.Goodput, fmt.Sprintf("%v: model's best set for %v", mode, describe(ps)))
+	case slices.Equal(cur, best):
+		o.predict = choice.Prediction.Goodput
+	default:
+		w := make([]float64, len(live))
+		for j, i := range live {
+			if cur[i] {
+				w[j] = ps[j].Rate
+			}
+		}
+		p, err := model.Predict(ps, model.Split{Mode: mode, Weights: w}, tcp)
+		if err == nil && choice.Prediction.Goodput > p.Goodput*setGain && now.Sub(o.setSince) >= setDwell {
+			o.adopt(now, best, liveMask, mode, choice.Prediction.Goodput, fmt.Sprintf("%v: model predicts %.0f%% more", mode, 100*(choice.Prediction.Goodput/p.Goodput-1)))
+		} else if err == nil {
+			o.predict = p.Goodput
+		}
+	}
+	return weights()
+}
+
+// waitForTrains leaves a bulk split's paths of unknown capacity out of o.set for up to
+// unknownWait, while at least one path of known capacity is in: the sending agent's probe
+// trains measure an idle path within a second, and a guess is a poor split (a path a
+// wrong guess feeds may never queue, so no busy stretch measures it). A path read from
+// one report of pairs waits too: one train on a loaded machine can read it short.
+func (o *optimizer) waitForTrains(now time.Time, ests []*pathEstimator) {
+	var waiting, known []int
+	for i, e := range ests {
+		switch {
+		case !o.set[i]:
+			o.unknownSince[i] = time.Time{}
+		case e.measured():
+			known = append(known, i)
+		default:
+			if o.unknownSince[i].IsZero() {
+				o.unknownSince[i] = now
+			}
+			if now.Sub(o.unknownSince[i]) < unknownWait {
+				waiting = append(waiting, i)
+			}
+		}
+	}
+	if len(known) == 0 || len(waiting) == 0 {
+		return
+	}
+	for _, i := range waiting {
+		o.set[i] = false
+	}
+	o.reason = fmt.Sprintf("%v over the paths of known capacity while the probe trains measure %d more", model.WRR, len(waiting))
+}
+
+func describe(ps []model.Path) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%.2gMbit/%.0fms/%.1f%%", p.Rate/1e6, p.Delay.Seconds()*1e3, 100*p.Loss))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (o *optimizer) adopt(now time.Time, set, live []bool, mode model.Mode, predicted float64, why string) {
+	o.set, o.setLive, o.setMode, o.setSince, o.predict = set, live, mode, now, predicted
+	var names []string
+	for i, in := range set {
+		if in {
+			names = append(names, fmt.Sprint(i))
+		}
+	}
+	o.reason = fmt.Sprintf("paths %s: %s", strings.Join(names, ","), why)
+}
