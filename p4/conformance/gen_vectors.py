@@ -65,7 +65,18 @@ def length(*parts):
     return sum(len(b) for b, _ in parts)
 
 
-def vector(name, **v):
+def vector(name, description, entries, input=None, expect=None, steps=None, packet_in=None, counters=None):
+    """Writes a vector: entries, then steps, each sending a packet (repeat times) and
+    expecting frames (expect: exact, per port in order) or only how many leave each port
+    (expect_counts), then the counters. State (the split's registers) is set up and
+    observed through packets only: BMv2's P4Runtime server has no register access."""
+    if steps is None:
+        steps = [{"input": input, "expect": expect}]
+        if packet_in is not None:
+            steps[0]["packet_in"] = packet_in
+    v = {"description": description, "entries": entries, "steps": steps}
+    if counters is not None:
+        v["counters"] = counters
     with open(os.path.join(HERE, "vectors", name + ".json"), "w") as f:
         json.dump(v, f, indent=2)
         f.write("\n")
@@ -229,51 +240,87 @@ def encapsulated(path, seq, pseq, src_ip, dst_ip, dmac):
     ] + orig[1:]
 
 
-split_entries = [
+def slot(n, path, gen=1):
+    return {"table": "split_slots", "match": {"meta.tunnel_index": 3, "meta.gen": gen, "meta.slot": n}, "action": "set_path", "params": {"path_id": path}}
+
+
+def path_encap(path, port):
+    return {"table": "path_encap", "match": {"meta.tunnel_index": 3, "meta.path_id": path}, "action": "encap", "params": {"src_mac": "02:00:00:00:00:5a", "dst_mac": "02:00:00:00:00:b%d" % path, "src_ip": "172.16.%d.1" % path, "dst_ip": "172.17.%d.1" % path, "port": port}}
+
+
+def via(path, seq, pseq):
+    """orig as path_encap(path) sends it with the tunnel's seq and the path's path_seq."""
+    return encapsulated(path, seq, pseq, "172.16.%d.1" % path, "172.17.%d.1" % path, "02:00:00:00:00:b%d" % path)
+
+
+# Paths 1 and 2 leave on port 2, path 5 on port 4; port_fwd sends the rest to port 3.
+split_base = [
     {"table": "tunnel_split", "match": {"standard_metadata.ingress_port": 1, "hdr.ipv4.dst_addr": "10.9.0.0/16"}, "action": "split", "params": {"tunnel_id": 0x0102, "tunnel_index": 3, "gen": 1}},
-    {"table": "split_slots", "match": {"meta.tunnel_index": 3, "meta.gen": 0, "meta.slot": 200}, "action": "set_path", "params": {"path_id": 1}},
-    {"table": "split_slots", "match": {"meta.tunnel_index": 3, "meta.gen": 1, "meta.slot": 200}, "action": "set_path", "params": {"path_id": 5}},
-    {"table": "path_encap", "match": {"meta.tunnel_index": 3, "meta.path_id": 1}, "action": "encap", "params": {"src_mac": "02:00:00:00:00:5a", "dst_mac": "02:00:00:00:00:b1", "src_ip": "172.16.1.1", "dst_ip": "172.17.1.1", "port": 2}},
-    {"table": "path_encap", "match": {"meta.tunnel_index": 3, "meta.path_id": 5}, "action": "encap", "params": {"src_mac": "02:00:00:00:00:5a", "dst_mac": "02:00:00:00:00:b5", "src_ip": "172.16.5.1", "dst_ip": "172.17.5.1", "port": 4}},
+    path_encap(1, 2),
+    path_encap(2, 2),
+    path_encap(5, 4),
     {"table": "port_fwd", "match": {"standard_metadata.ingress_port": 1}, "action": "forward", "params": {"port": 3}},
 ]
-out = encapsulated(5, 41, 7, "172.16.5.1", "172.17.5.1", "02:00:00:00:00:b5")
 tx_off = 14 + 20 + 8 + 12
+ign = {"ignore": [[tx_off, 4, "tx_ns: ingress time"]], "bmv2_ignore": [[tx_off + 4, 4, "queue_us"]]}
+
+
+def send(note, expect=None, counts=None, repeat=1, pkt=orig):
+    st = {"note": note, "input": {"port": 1, "packet": chunks(*pkt)}}
+    if repeat > 1:
+        st["repeat"] = repeat
+    if counts is not None:
+        st["expect_counts"] = counts
+    else:
+        st["expect"] = expect or []
+    return st
+
+
+def on(port, path, seq, pseq):
+    return dict({"port": port, "packet": chunks(*via(path, seq, pseq))}, **ign)
+
+
+# split_cursor[3] reaches 200 through 200 packets on slots 0..199: 7 of them (slots 8..14)
+# take path 5, 34 (slots 15..48) path 2, the rest miss and drop. So tunnel_seq[3] is 41
+# and path_seq[3*8+5] 7 when slot 200 comes; slots 201 and 202 then show what the
+# registers hold afterwards.
 vector(
     "split_encap",
-    description="tunnel_split matches untagged traffic to the tunnel prefix; split_cursor[3] = 200 picks slot 200 of the active generation (gen 1 -> path 5); path_encap adds outer IPv4 (DF, TTL 64) + UDP (csum 0) + Plait (seq = tunnel_seq[3], path_seq = path_seq[3*8+5], flags T) + a telemetry block stamped once on egress; registers advance by one",
-    entries=split_entries,
-    registers=[{"name": "split_cursor", "index": 3, "value": 200}, {"name": "tunnel_seq", "index": 3, "value": 41}, {"name": "path_seq", "index": 29, "value": 7}],
-    input={"port": 1, "packet": chunks(*orig)},
-    expect=[{"port": 4, "packet": chunks(*out), "ignore": [[tx_off, 4, "tx_ns: ingress time"]], "bmv2_ignore": [[tx_off + 4, 4, "queue_us"]]}],
-    registers_after=[
-        {"name": "split_cursor", "index": 3, "value": 201},
-        {"name": "tunnel_seq", "index": 3, "value": 42},
-        {"name": "path_seq", "index": 29, "value": 8},
-        {"name": "path_seq", "index": 25, "value": 0},
+    description="tunnel_split matches untagged traffic to the tunnel prefix; split_cursor[3], at 200 after 200 packets, picks slot 200 of the active generation (gen 1 -> path 5, gen 0 would be path 1); path_encap adds outer IPv4 (DF, TTL 64) + UDP (csum 0) + Plait (seq = tunnel_seq[3], path_seq = path_seq[3*8+5], flags T) + a telemetry block stamped once on egress; the next packets show cursor 201, tunnel_seq 42, path 1's path_seq untouched at 0 and path 5's at 8",
+    entries=split_base
+    + [slot(n, 5) for n in range(8, 15)]
+    + [slot(n, 2) for n in range(15, 49)]
+    + [slot(200, 1, gen=0), slot(200, 5), slot(201, 1), slot(202, 5)],
+    steps=[
+        send("slots 0..199: 7 to path 5 (port 4), 34 to path 2 (port 2), 159 misses", counts={"2": 34, "4": 7}, repeat=200),
+        send("slot 200: path 5, seq 41, path_seq 7", [on(4, 5, 41, 7)]),
+        send("slot 201: path 1, seq 42, path 1's first packet", [on(2, 1, 42, 0)]),
+        send("slot 202: path 5, seq 43, path_seq 8", [on(4, 5, 43, 8)]),
     ],
     counters=[
-        {"name": "path_counter", "index": (0x0102 % 64) * 8 + 5, "packets": 1, "bytes": length(*orig)},
-        {"name": "port_tx_counter", "index": 4, "packets": 1, "bytes": length(*orig)},
+        {"name": "path_counter", "index": (0x0102 % 64) * 8 + 5, "packets": 9, "bytes": 9 * length(*orig)},
+        {"name": "path_counter", "index": (0x0102 % 64) * 8 + 1, "packets": 1, "bytes": length(*orig)},
+        {"name": "port_tx_counter", "index": 4, "packets": 9, "bytes": 9 * length(*orig)},
     ],
 )
 vector(
     "split_slot_miss_drops",
-    description="a split tunnel whose slot for the cursor is empty drops (split_slots default), and never falls through to port_fwd",
-    entries=split_entries,
-    registers=[{"name": "split_cursor", "index": 3, "value": 7}],
-    input={"port": 1, "packet": chunks(*orig)},
-    expect=[],
-    registers_after=[{"name": "split_cursor", "index": 3, "value": 8}, {"name": "tunnel_seq", "index": 3, "value": 0}],
+    description="a split tunnel whose slot for the cursor is empty drops (split_slots default), never falls through to port_fwd, and moves the cursor on without taking a sequence number: after 7 packets on path 1 (slots 0..6), slot 7 is empty, and the next packet takes slot 8 with seq 7",
+    entries=split_base + [slot(n, 1) for n in range(7)] + [slot(8, 5), slot(9, 1)],
+    steps=[
+        send("slots 0..6: path 1", counts={"2": 7}, repeat=7),
+        send("slot 7: no entry, dropped"),
+        send("slot 8: path 5, seq 7", [on(4, 5, 7, 0)]),
+    ],
 )
 other = [eth(M2, M1), ipv4("10.9.1.1", "10.8.0.1", 24), udp(40000, 5201, 16, 0x5555), payload]
+split_entries = split_base + [slot(0, 5), slot(1, 1)]
+first = send("a tunnel packet then takes slot 0 (path 5) with seq 0: the cursor did not move", [on(4, 5, 0, 0)])
 vector(
     "split_other_traffic",
-    description="traffic outside the tunnel prefix is not split: it goes on to port_fwd untouched",
+    description="traffic outside the tunnel prefix is not split: it goes on to port_fwd untouched, and the split cursor stays at 0",
     entries=split_entries,
-    input={"port": 1, "packet": chunks(*other)},
-    expect=[{"port": 3, "packet": chunks(*other)}],
-    registers_after=[{"name": "split_cursor", "index": 3, "value": 0}],
+    steps=[send("outside the tunnel prefix", [{"port": 3, "packet": chunks(*other)}], pkt=other), first],
 )
 tagged = plait_pkt(None, 0, flags=0x0)
 tagged[1] = ipv4("172.16.0.1", "10.9.9.9", length(*tagged[2:]), flags=2)
@@ -281,8 +328,7 @@ vector(
     "split_skips_tagged",
     description="a packet that already carries Plait is not split again even inside the tunnel prefix",
     entries=split_entries,
-    input={"port": 1, "packet": chunks(*tagged)},
-    expect=[{"port": 3, "packet": chunks(*tagged)}],
+    steps=[send("tagged, inside the tunnel prefix", [{"port": 3, "packet": chunks(*tagged)}], pkt=tagged), first],
 )
 
 tagged_ip = plait_pkt(None, None, flags=0x0, ip_encap=True)
@@ -291,8 +337,7 @@ vector(
     "split_skips_tagged_ip",
     description="an IP-encapsulated Plait packet inside the tunnel prefix is not split again either",
     entries=split_entries,
-    input={"port": 1, "packet": chunks(*tagged_ip)},
-    expect=[{"port": 3, "packet": chunks(*tagged_ip)}],
+    steps=[send("IP-encapsulated, inside the tunnel prefix", [{"port": 3, "packet": chunks(*tagged_ip)}], pkt=tagged_ip), first],
 )
 
 # --- packet-in ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 package p4switch_test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"unsafe"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"github.com/plait/plait/internal/p4test"
 	"github.com/plait/plait/p4/p4info"
 	"github.com/plait/plait/p4/p4switch"
 	"golang.org/x/sys/unix"
@@ -95,17 +97,27 @@ func (l *lab) rxStats(b *testing.B) (pkts, bytes uint64) {
 	return links[0].Stats64.Rx.Packets, links[0].Stats64.Rx.Bytes
 }
 
-// BenchmarkForward measures one port pair without emulation: a generator in host a
-// sends frames of one size through the switch to host b as fast as it can; the figures
-// are what b's interface received and what the switch process spent.
+// BenchmarkForward measures one port pair without emulation, on the embedded switch and,
+// where p4c and BMv2 are installed, on BMv2 running the same plait.p4, side by side: a
+// generator in host a sends frames of one size through the switch to host b as fast as
+// it can; the figures are what b's interface received and what the switch process spent.
 func BenchmarkForward(b *testing.B) {
-	for _, size := range []int{64, 1514} {
-		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) { benchForward(b, size) })
+	for _, target := range []string{"embedded", "bmv2"} {
+		b.Run(target, func(b *testing.B) {
+			if why := p4test.BMv2Missing(); target == "bmv2" && why != "" {
+				// go test prints a skipped benchmark's reason only with -v.
+				fmt.Printf("%s: skipped, no BMv2 figures: %s\n", b.Name(), why)
+				b.SkipNow()
+			}
+			for _, size := range []int{64, 1514} {
+				b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) { benchForward(b, target, size) })
+			}
+		})
 	}
 }
 
-func benchForward(b *testing.B, size int) {
-	l := newLab(b)
+// startEmbedded runs the embedded switch in its own process in l.s on p1 and p2.
+func startEmbedded(b *testing.B, l *lab) (pid int, r *rig) {
 	sock := filepath.Join(b.TempDir(), "switch.sock")
 	self, err := os.Executable()
 	if err != nil {
@@ -125,8 +137,8 @@ func benchForward(b *testing.B, size int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close()
-	r := &rig{client: p4v1.NewP4RuntimeClient(conn), info: p4info.Default()}
+	b.Cleanup(func() { conn.Close() })
+	r = &rig{client: p4v1.NewP4RuntimeClient(conn), info: p4info.Default()}
 	for i := 0; ; i++ {
 		if _, err := os.Stat(sock); err == nil {
 			break
@@ -137,6 +149,27 @@ func benchForward(b *testing.B, size int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	r.stream(b, 1)
+	return cmd.Process.Pid, r
+}
+
+// startBMv2 runs simple_switch_grpc with plait.p4 in l.s on p1 and p2.
+func startBMv2(b *testing.B, l *lab) (pid int, r *rig) {
+	sw := p4test.StartBMv2(b, l.s, "../plait.p4", 1, []string{"p1", "p2"})
+	r = &rig{client: p4v1.NewP4RuntimeClient(sw.Conn), info: sw.Info}
+	r.stream(b, 1)
+	if err := sw.Push(context.Background()); err != nil {
+		b.Fatalf("%v\n%s", err, sw.Output())
+	}
+	return sw.Pid, r
+}
+
+func benchForward(b *testing.B, target string, size int) {
+	l := newLab(b)
+	start := startEmbedded
+	if target == "bmv2" {
+		start = startBMv2
+	}
+	pid, r := start(b, l)
 	if err := r.write(1, p4v1.Update_INSERT, r.entry(b, "port_fwd", []p4info.Match{p4info.Exact("standard_metadata.ingress_port", 1)}, "forward", p4info.P("port", 2))); err != nil {
 		b.Fatal(err)
 	}
@@ -183,18 +216,18 @@ func benchForward(b *testing.B, size int) {
 	}
 	blast(500 * time.Millisecond) // warm up
 	p0, by0 := l.rxStats(b)
-	c0, err := cpuTicks(cmd.Process.Pid)
+	c0, err := cpuTicks(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	start := time.Now()
+	t0 := time.Now()
 	sent := blast(3 * time.Second)
-	el := time.Since(start)
+	el := time.Since(t0)
 	b.StopTimer()
 	time.Sleep(100 * time.Millisecond)
 	p1, by1 := l.rxStats(b)
-	c1, _ := cpuTicks(cmd.Process.Pid)
+	c1, _ := cpuTicks(pid)
 	pps := float64(p1-p0) / el.Seconds()
 	mbps := float64(by1-by0) * 8 / el.Seconds() / 1e6
 	cpu := float64(c1-c0) / 100 / el.Seconds() * 100 // percent of one core
