@@ -31,6 +31,8 @@ type tunnel struct {
 	triggered uint32 // of those, by the SignalTrigger
 	// rxIfindex is the interface a receive-only tunnel listens on (0 otherwise).
 	rxIfindex int
+	// allowed are the inner sources the peer may send from.
+	allowed []netip.Prefix
 }
 
 type path struct {
@@ -96,11 +98,20 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	if cfg.SignalTrigger, err = signalTrigger(cfg.SignalTrigger); err != nil {
 		return nil, err
 	}
+	allowed, err := allowedIPs(cfg.AllowedIps)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.ReceiveOnly {
 		if cfg.SignalTrigger != nil {
 			return nil, invalid("signal trigger on a receive-only tunnel, which sends nothing: leave it out")
 		}
-		return resolveReceiveOnly(cfg, addr)
+		t, err := resolveReceiveOnly(cfg, addr)
+		if err != nil {
+			return nil, err
+		}
+		t.allowed = cmpOrPrefixes(allowed, addr.Masked())
+		return t, nil
 	}
 	if cfg.Mode == pb.Mode_MODE_UNSPECIFIED {
 		cfg.Mode = pb.Mode_MODE_WRR
@@ -122,7 +133,11 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		return nil, invalid("%v", err)
 	}
 
-	t := &tunnel{cfg: cfg, addr: addr, peer: peer, remote: remote.Masked(), mtu: math.MaxInt}
+	t := &tunnel{cfg: cfg, addr: addr, peer: peer, remote: remote.Masked(), mtu: math.MaxInt, allowed: allowed}
+	if len(t.allowed) == 0 && peer.IsValid() {
+		t.allowed = []netip.Prefix{netip.PrefixFrom(peer, 32)}
+	}
+	t.allowed = cmpOrPrefixes(t.allowed, t.remote)
 	names := map[string]bool{}
 	pairs := map[[2]netip.Addr]string{}
 	for i, pc := range cfg.Paths {
@@ -159,6 +174,35 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		return nil, invalid("the smallest path MTU leaves %d bytes inside the tunnel, below IPv4's 576: raise the path MTUs", t.mtu)
 	}
 	return t, nil
+}
+
+// allowedIPs reads the inner source prefixes a tunnel's peer may send from.
+func allowedIPs(in []string) ([]netip.Prefix, error) {
+	if len(in) > datapath.MaxAllowed {
+		return nil, invalid("%d allowed IPs: give at most %d prefixes", len(in), datapath.MaxAllowed)
+	}
+	var out []netip.Prefix
+	for _, s := range in {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(s); aerr == nil {
+				p, err = netip.PrefixFrom(a, a.BitLen()), nil
+			}
+		}
+		if err != nil || !p.Addr().Is4() {
+			return nil, invalid("allowed IP %q is not an IPv4 address or prefix, e.g. 10.99.0.2/32", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// cmpOrPrefixes is ps, or def alone when ps is empty.
+func cmpOrPrefixes(ps []netip.Prefix, def netip.Prefix) []netip.Prefix {
+	if len(ps) > 0 {
+		return ps
+	}
+	return []netip.Prefix{def}
 }
 
 // resolveReceiveOnly checks a tunnel whose packets a split switch encapsulates: the
@@ -239,10 +283,19 @@ func (t *tunnel) datapath() datapath.Tunnel {
 	return dt
 }
 
-// receiver is the receiver's view: compact packets from the peer are restored to travel
-// from its tunnel address to this one.
+// receiver is the receiver's view: the peer sends on each path from its address on the
+// path to ours, arriving on the path's interface, from inner sources in allowed; compact
+// packets from the peer are restored to travel from its tunnel address to this one.
 func (t *tunnel) receiver() datapath.Receiver {
-	return datapath.Receiver{ID: uint16(t.cfg.Id), Slot: t.slot, Peer: t.peer, Local: t.addr.Addr()}
+	r := datapath.Receiver{ID: uint16(t.cfg.Id), Slot: t.slot, Peer: t.peer, Local: t.addr.Addr(),
+		Self: t.addr.Addr(), Allowed: t.allowed}
+	for _, p := range t.paths {
+		r.Paths = append(r.Paths, datapath.RxPathConfig{Src: p.remote, Dst: p.local, Ifindex: uint32(p.ifindex)})
+	}
+	if t.cfg.ReceiveOnly {
+		r.AnyPeer, r.Ifindex = true, uint32(t.rxIfindex)
+	}
+	return r
 }
 
 func (t *tunnel) pathByName(name string) (int, *path, error) {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //go:build ignore
 
-/* Plait receiver, XDP on each path interface: measures every Plait packet (per-path delay,
- * loss, packet-pair dispersion; per-tunnel reordering after RFC 4737), strips the tag and
- * passes the original packet to the stack. Other traffic passes untouched. */
+/* Plait receiver, XDP on each path interface: takes a Plait packet only from its tunnel's
+ * peer (the outer addresses of one of the tunnel's paths, on that path's interface, with
+ * an inner source the peer may send from), measures it (per-path delay, loss, packet-pair
+ * dispersion; per-tunnel reordering after RFC 4737), strips the tag and passes the
+ * original packet to the stack. Other traffic passes untouched. */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -28,10 +30,18 @@ struct {
 	__type(value, struct rx_ports);
 } rcv_ports SEC(".maps");
 
-/* tunnel_id -> slot, delay bias and measurement epoch. */
+/* tunnel_id -> slot plus one (0: no such tunnel). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} rcv_ids SEC(".maps");
+
+/* slot -> the tunnel's peer (paths, allowed inner sources), delay bias and epoch. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TUNNELS);
 	__type(key, __u32);
 	__type(value, struct rx_tunnel);
 } rcv_tunnels SEC(".maps");
@@ -56,7 +66,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, RCV_STAT_MAX);
-	__type(key, __u32);
+	__type(key, enum receiver_stat);
 	__type(value, __u64);
 } rcv_verdicts SEC(".maps");
 
@@ -98,7 +108,7 @@ static __always_inline __s32 advance_max(__u32 *max, __u32 v, __u32 *was)
 		__u32 m = *(volatile __u32 *)max;
 		*was = m;
 		d = seq_diff(v, m);
-		if (d <= 0 || d >= RESYNC_DISTANCE)
+		if (d <= 0 || d >= JUMP_WINDOW)
 			return d;
 		if (__sync_val_compare_and_swap(max, m, v) == m)
 			return d;
@@ -118,13 +128,6 @@ static __always_inline int track_path(struct rx_path_shared *ps, struct rx_path_
 	}
 	__u32 was;
 	__s32 d = advance_max(&ps->max_ps, path_seq, &was);
-	if (d >= RESYNC_DISTANCE || d <= -RESYNC_DISTANCE) {
-		/* The sender started over: measure from here. */
-		ps->first_ps = path_seq;
-		ps->max_ps = path_seq;
-		__sync_fetch_and_add(&ps->resyncs, 1);
-		return 1;
-	}
 	if (d > 0)
 		return 1;
 	if (d == 0)
@@ -151,9 +154,9 @@ static __always_inline void track_seq(struct rx_shared *sh, struct rx_tunnel_sta
 	} else {
 		d = advance_max(&sh->max_seq, seq, &was);
 	}
-	if (d >= RESYNC_DISTANCE || d <= -RESYNC_DISTANCE) {
+	if (d >= JUMP_WINDOW) {
+		/* A confirmed jump (believe): measure from here. */
 		sh->max_seq = seq;
-		__sync_fetch_and_add(&sh->resyncs, 1);
 	} else if (d > 1) {
 		/* Remember where each skipped seq should have arrived. */
 		__u32 skipped = d - 1 < GAP_RING ? d - 1 : GAP_RING;
@@ -201,10 +204,68 @@ static __always_inline void track_seq(struct rx_shared *sh, struct rx_tunnel_sta
 	sh->recent[arrival & 3] = seq;
 }
 
-static __always_inline void measure_delay(struct rx_path_stats *st, const struct rx_tunnel *t,
-					  __u32 tx_ns, __u64 now)
+static __always_inline int far(__u32 a, __u32 b)
+{
+	__s32 d = seq_diff(a, b);
+	return d >= JUMP_WINDOW || d <= -JUMP_WINDOW;
+}
+
+/* Whether a packet's seq and path_seq (a probe's: its probe number) are believed. A jump
+ * beyond JUMP_WINDOW from what the path and tunnel have seen is, once the path's next
+ * packet follows on from it (a sender that restarted, or a path back after an outage):
+ * measurement then starts over from there. Until then the packet is passed on but not
+ * measured. */
+static __always_inline int believe(struct rx_shared *sh, struct rx_path_shared *ps, __u32 seq,
+				   __u32 path_seq, int probe)
+{
+	int jump;
+	if (probe)
+		jump = ps->probes.last_rx_ns && far(path_seq, ps->probes.last_seq);
+	else
+		jump = (ps->started && far(path_seq, ps->max_ps)) || (sh->started && far(seq, sh->max_seq));
+	if (!jump)
+		return 1;
+	if (ps->jumping && path_seq - ps->jump_ps - 1 < 16 &&
+	    (probe || seq - ps->jump_seq - 1 < JUMP_WINDOW)) {
+		ps->jumping = 0;
+		if (probe)
+			return 1; /* measure_dispersion takes the new number */
+		if (far(path_seq, ps->max_ps)) {
+			ps->first_ps = ps->jump_ps;
+			ps->max_ps = ps->jump_ps;
+			__sync_fetch_and_add(&ps->resyncs, 1);
+		}
+		if (far(seq, sh->max_seq)) {
+			sh->max_seq = ps->jump_seq;
+			__sync_fetch_and_add(&sh->resyncs, 1);
+		}
+		return 1;
+	}
+	ps->jump_ps = path_seq;
+	ps->jump_seq = seq;
+	ps->jumping = 1;
+	return 0;
+}
+
+/* One-way delay. A sample further than DELAY_WINDOW_NS from the path's smoothed delay is
+ * used only when DELAY_CONFIRM in a row are: then the path's delay really changed.
+ * Returns whether the sample was used. */
+static __always_inline int measure_delay(struct rx_path_stats *st, const struct rx_tunnel *t,
+					 __u32 tx_ns, __u64 now)
 {
 	__s64 owd = (__s32)((__u32)now - tx_ns - (__u32)t->bias_ns);
+	if (st->owd_cnt) {
+		__s64 off = owd - st->owd_ewma_ns;
+		if (off > DELAY_WINDOW_NS || off < -DELAY_WINDOW_NS) {
+			if (++st->delay_outliers < DELAY_CONFIRM) {
+				st->delay_held++;
+				return 0;
+			}
+			st->owd_ewma_ns = owd;
+			st->last_owd_ns = owd;
+		}
+	}
+	st->delay_outliers = 0;
 	st->owd_sum_ns += owd;
 	st->owd_cnt++;
 	__u32 k = t->epoch & 1;
@@ -225,6 +286,7 @@ static __always_inline void measure_delay(struct rx_path_stats *st, const struct
 	}
 	st->last_owd_ns = owd;
 	st->last_rx_ns = now;
+	return 1;
 }
 
 /* Packet pairs: two consecutive packets of a path (data, or a probe train) sent much
@@ -251,7 +313,8 @@ static __always_inline void measure_telemetry(struct rx_path_stats *st, const st
 					      __u32 epoch)
 {
 	st->tel_packets++;
-	st->queue_us_sum += bpf_ntohl(tel->queue_us);
+	__u32 queue_us = bpf_ntohl(tel->queue_us);
+	st->queue_us_sum += queue_us < TEL_QUEUE_MAX_US ? queue_us : TEL_QUEUE_MAX_US;
 	st->hops = tel->hops;
 	__u32 q = bpf_ntohs(tel->max_qdepth);
 	__u32 k = epoch & 1;
@@ -296,6 +359,52 @@ static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *et
 	return XDP_PASS;
 }
 
+/* Why a packet with this tunnel's id is not from its peer, when the header's path id and
+ * the outer addresses do not name the same configured path: the addresses are another
+ * path's, or none of them. */
+static __always_inline __u32 peer_mismatch(const struct rx_tunnel *t, const struct iphdr *ip)
+{
+#pragma unroll
+	for (int i = 0; i < PLAIT_MAX_PATHS; i++) {
+		if (i < t->n_paths && t->paths[i].src == ip->saddr && t->paths[i].dst == ip->daddr)
+			return RCV_DROP_PATH_MISMATCH;
+	}
+	return RCV_DROP_UNKNOWN_PEER;
+}
+
+/* The path a packet from the tunnel's peer came by, or a drop reason (>= PLAIT_MAX_PATHS
+ * is not a path). The header's path id is only a claim: it must name the path whose
+ * outer addresses the packet carries, and the packet must have arrived on that path's
+ * interface. */
+static __always_inline __u32 check_peer(const struct rx_tunnel *t, const struct iphdr *ip,
+					 __u32 path_id, __u32 ifindex, __u32 *reason)
+{
+	const struct rx_path *rp = &t->paths[path_id & (PLAIT_MAX_PATHS - 1)];
+	if (t->flags & RX_F_ANY_PEER) {
+		*reason = RCV_DROP_WRONG_IFACE;
+		return ifindex == t->paths[0].ifindex;
+	}
+	if (path_id >= t->n_paths || rp->src != ip->saddr || rp->dst != ip->daddr) {
+		*reason = peer_mismatch(t, ip);
+		return 0;
+	}
+	*reason = RCV_DROP_WRONG_IFACE;
+	return ifindex == rp->ifindex;
+}
+
+/* Whether the peer may send from src: WireGuard's AllowedIPs, and never our own address. */
+static __always_inline int allowed_source(const struct rx_tunnel *t, __be32 src)
+{
+	if (src == t->self)
+		return 0;
+#pragma unroll
+	for (int i = 0; i < RX_ALLOWED; i++) {
+		if (i < t->n_allowed && (src & t->allowed[i].mask) == t->allowed[i].addr)
+			return 1;
+	}
+	return 0;
+}
+
 static __always_inline int receive(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -336,9 +445,16 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if (ph->path_id >= PLAIT_MAX_PATHS)
 		return verdict(RCV_DROP_BAD_PATH, XDP_DROP);
 	__u32 tid = bpf_ntohs(ph->tunnel_id);
-	struct rx_tunnel *t = bpf_map_lookup_elem(&rcv_tunnels, &tid);
-	if (!t || !t->valid)
+	__u32 *slotp = bpf_map_lookup_elem(&rcv_ids, &tid);
+	if (!slotp || !*slotp)
 		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
+	__u32 slot = *slotp - 1;
+	struct rx_tunnel *t = bpf_map_lookup_elem(&rcv_tunnels, &slot);
+	if (!t)
+		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
+	__u32 reason;
+	if (!check_peer(t, ip, ph->path_id, ctx->ingress_ifindex, &reason))
+		return verdict(reason, XDP_DROP);
 
 	__u32 flags = ph->ver_flags & 0x0f;
 	struct plait_tel *tel = NULL;
@@ -364,9 +480,10 @@ static __always_inline int receive(struct xdp_md *ctx)
 		if (inner->version != 4 || inner->ihl < 5 || inner_len < inner->ihl * 4 ||
 		    (void *)inner + inner_len != (void *)ip + ip_len)
 			return verdict(RCV_DROP_BAD_INNER, XDP_DROP);
+		if (!allowed_source(t, inner->saddr))
+			return verdict(RCV_DROP_INNER_SOURCE, XDP_DROP);
 	}
 
-	__u32 slot = t->slot;
 	struct rx_shared *sh = bpf_map_lookup_elem(&rcv_seq, &slot);
 	struct rx_stats *rs = bpf_map_lookup_elem(&rcv_counters, &slot);
 	if (!sh || !rs)
@@ -378,22 +495,29 @@ static __always_inline int receive(struct xdp_md *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tx_ns = bpf_ntohl(ph->tx_ns);
 	__u32 path_seq = bpf_ntohl(ph->path_seq);
+	__u32 seq = bpf_ntohl(ph->seq);
 	__u32 frame_len = (void *)ip + ip_len - data;
-	measure_delay(pst, t, tx_ns, now);
-	if (tel)
-		measure_telemetry(pst, tel, t->epoch);
-	if (flags & PLAIT_F_PROBE) {
+	int probe = flags & PLAIT_F_PROBE;
+	if (!believe(sh, ps, seq, path_seq, probe)) {
+		pst->held++;
+		if (probe)
+			return XDP_DROP;
+	} else if (probe) {
 		/* A probe's path_seq numbers the agent's probes on the path. */
+		if (measure_delay(pst, t, tx_ns, now) && tel)
+			measure_telemetry(pst, tel, t->epoch);
 		measure_dispersion(&ps->probes, pst, path_seq, tx_ns, now, frame_len);
 		pst->probes++;
 		return XDP_DROP;
+	} else {
+		if (measure_delay(pst, t, tx_ns, now) && tel)
+			measure_telemetry(pst, tel, t->epoch);
+		pst->packets++;
+		pst->bytes += frame_len;
+		measure_dispersion(&ps->data, pst, path_seq, tx_ns, now, frame_len);
+		int in_order = track_path(ps, pst, path_seq);
+		track_seq(sh, &rs->tunnel, seq, in_order, now, t->epoch);
 	}
-
-	pst->packets++;
-	pst->bytes += frame_len;
-	measure_dispersion(&ps->data, pst, path_seq, tx_ns, now, frame_len);
-	int in_order = track_path(ps, pst, path_seq);
-	track_seq(sh, &rs->tunnel, bpf_ntohl(ph->seq), in_order, now, t->epoch);
 
 	if (compact)
 		return restore_compact(ctx, eth, ip, t, inner_start - (void *)(ip + 1));

@@ -55,7 +55,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SND_STAT_MAX);
-	__type(key, __u32);
+	__type(key, enum sender_stat);
 	__type(value, __u64);
 } snd_verdicts SEC(".maps");
 

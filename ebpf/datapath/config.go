@@ -13,13 +13,13 @@ import (
 	"github.com/plait/plait/wire"
 )
 
-// Mode is the sender's scheduler; values match enum plait_mode in consts.h.
-type Mode uint8
+// Mode is the sender's scheduler (enum plait_mode in consts.h).
+type Mode senderPlaitMode
 
 const (
-	ModeRR   Mode = 1
-	ModeWRR  Mode = 2
-	ModeEDPF Mode = 3
+	ModeRR   = Mode(senderPlaitModeMODE_RR)
+	ModeWRR  = Mode(senderPlaitModeMODE_WRR)
+	ModeEDPF = Mode(senderPlaitModeMODE_EDPF)
 )
 
 func (m Mode) String() string {
@@ -195,17 +195,17 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 	cfg.Mask = binary.NativeEndian.Uint32(mask)
 	cfg.Port = htons(t.Port)
 	cfg.TunnelId = htons(t.ID)
-	cfg.Mode = uint8(t.Mode)
+	cfg.Mode = senderPlaitMode(t.Mode)
 	cfg.N_paths = uint8(len(t.Paths))
 	cfg.Signal = t.Signal
 	if t.Telemetry {
-		cfg.Flags |= 1 // TX_F_TELEMETRY
+		cfg.Flags |= senderTxFlagTX_F_TELEMETRY
 	}
 	if t.IPEncap {
-		cfg.Flags |= 8 // TX_F_IP_ENCAP
+		cfg.Flags |= senderTxFlagTX_F_IP_ENCAP
 	}
 	if t.Compact {
-		cfg.Flags |= 2 // TX_F_COMPACT
+		cfg.Flags |= senderTxFlagTX_F_COMPACT
 		local, peer := t.Local.As4(), t.Peer.As4()
 		cfg.Local = binary.NativeEndian.Uint32(local[:])
 		cfg.Peer = binary.NativeEndian.Uint32(peer[:])
@@ -217,7 +217,7 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 			weights[i] = p.Weight
 		}
 		if p.ACKs {
-			cfg.Flags |= 4 // TX_F_ACK_PATH
+			cfg.Flags |= senderTxFlagTX_F_ACK_PATH
 			cfg.AckPath = uint8(i)
 		}
 		src, dst := p.SrcIP.As4(), p.DstIP.As4()

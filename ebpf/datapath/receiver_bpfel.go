@@ -13,6 +13,33 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type receiverReceiverStat uint32
+
+const (
+	receiverReceiverStatRCV_PASS_NOT_IPV4       receiverReceiverStat = 0
+	receiverReceiverStatRCV_PASS_NOT_UDP        receiverReceiverStat = 1
+	receiverReceiverStatRCV_PASS_OTHER_PORT     receiverReceiverStat = 2
+	receiverReceiverStatRCV_PASS_FRAGMENT       receiverReceiverStat = 3
+	receiverReceiverStatRCV_DROP_TRUNCATED      receiverReceiverStat = 4
+	receiverReceiverStatRCV_DROP_BAD_VERSION    receiverReceiverStat = 5
+	receiverReceiverStatRCV_DROP_UNKNOWN_TUNNEL receiverReceiverStat = 6
+	receiverReceiverStatRCV_DROP_BAD_PATH       receiverReceiverStat = 7
+	receiverReceiverStatRCV_DROP_BAD_INNER      receiverReceiverStat = 8
+	receiverReceiverStatRCV_DROP_BAD_LENGTH     receiverReceiverStat = 9
+	receiverReceiverStatRCV_DROP_ADJUST         receiverReceiverStat = 10
+	receiverReceiverStatRCV_DROP_UNKNOWN_PEER   receiverReceiverStat = 11
+	receiverReceiverStatRCV_DROP_PATH_MISMATCH  receiverReceiverStat = 12
+	receiverReceiverStatRCV_DROP_WRONG_IFACE    receiverReceiverStat = 13
+	receiverReceiverStatRCV_DROP_INNER_SOURCE   receiverReceiverStat = 14
+	receiverReceiverStatRCV_STAT_MAX            receiverReceiverStat = 15
+)
+
+type receiverRxFlag uint8
+
+const (
+	receiverRxFlagRX_F_ANY_PEER receiverRxFlag = 1
+)
+
 type receiverRxPorts struct {
 	_    structs.HostLayout
 	Port [4]uint16
@@ -31,6 +58,10 @@ type receiverRxShared struct {
 		MaxPs   uint32
 		FirstPs uint32
 		Resyncs uint32
+		Jumping uint32
+		JumpPs  uint32
+		JumpSeq uint32
+		Pad     uint32
 		Data    struct {
 			_        structs.HostLayout
 			LastSeq  uint32
@@ -69,40 +100,56 @@ type receiverRxStats struct {
 		ExtentHist     [16]uint64
 	}
 	Paths [8]struct {
-		_           structs.HostLayout
-		Packets     uint64
-		Bytes       uint64
-		Probes      uint64
-		Late        uint64
-		Dups        uint64
-		OwdSumNs    int64
-		OwdCnt      uint64
-		OwdEwmaNs   int64
-		LastOwdNs   int64
-		JitterNs    uint64
-		MinEpoch    [2]uint32
-		OwdMinNs    [2]int32
-		DispBytes   uint64
-		DispNs      uint64
-		DispSamples uint64
-		TelPackets  uint64
-		QueueUsSum  uint64
-		QdepthEpoch [2]uint32
-		QdepthMax   [2]uint32
-		Hops        uint32
-		Pad         uint32
-		LastRxNs    uint64
+		_             structs.HostLayout
+		Packets       uint64
+		Bytes         uint64
+		Probes        uint64
+		Late          uint64
+		Dups          uint64
+		OwdSumNs      int64
+		OwdCnt        uint64
+		OwdEwmaNs     int64
+		LastOwdNs     int64
+		JitterNs      uint64
+		MinEpoch      [2]uint32
+		OwdMinNs      [2]int32
+		DispBytes     uint64
+		DispNs        uint64
+		DispSamples   uint64
+		TelPackets    uint64
+		QueueUsSum    uint64
+		QdepthEpoch   [2]uint32
+		QdepthMax     [2]uint32
+		Hops          uint32
+		DelayOutliers uint32
+		LastRxNs      uint64
+		Held          uint64
+		DelayHeld     uint64
 	}
 }
 
 type receiverRxTunnel struct {
-	_      structs.HostLayout
-	Slot   uint32
-	Valid  uint32
-	BiasNs int32
-	Epoch  uint32
-	Peer   uint32
-	Local  uint32
+	_         structs.HostLayout
+	Flags     receiverRxFlag
+	N_paths   uint8
+	N_allowed uint8
+	Pad       uint8
+	BiasNs    int32
+	Epoch     uint32
+	Peer      uint32
+	Local     uint32
+	Self      uint32
+	Paths     [8]struct {
+		_       structs.HostLayout
+		Src     uint32
+		Dst     uint32
+		Ifindex uint32
+	}
+	Allowed [8]struct {
+		_    structs.HostLayout
+		Addr uint32
+		Mask uint32
+	}
 }
 
 // Names of all BPF objects in the ELF.
@@ -110,6 +157,7 @@ type receiverRxTunnel struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	receiverMapRcvCounters    = "rcv_counters"
+	receiverMapRcvIds         = "rcv_ids"
 	receiverMapRcvPorts       = "rcv_ports"
 	receiverMapRcvSeq         = "rcv_seq"
 	receiverMapRcvTunnels     = "rcv_tunnels"
@@ -167,6 +215,7 @@ type receiverProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type receiverMapSpecs struct {
 	RcvCounters *ebpf.MapSpec `ebpf:"rcv_counters"`
+	RcvIds      *ebpf.MapSpec `ebpf:"rcv_ids"`
 	RcvPorts    *ebpf.MapSpec `ebpf:"rcv_ports"`
 	RcvSeq      *ebpf.MapSpec `ebpf:"rcv_seq"`
 	RcvTunnels  *ebpf.MapSpec `ebpf:"rcv_tunnels"`
@@ -200,6 +249,7 @@ func (o *receiverObjects) Close() error {
 // It can be passed to loadReceiverObjects or ebpf.CollectionSpec.LoadAndAssign.
 type receiverMaps struct {
 	RcvCounters *ebpf.Map `ebpf:"rcv_counters"`
+	RcvIds      *ebpf.Map `ebpf:"rcv_ids"`
 	RcvPorts    *ebpf.Map `ebpf:"rcv_ports"`
 	RcvSeq      *ebpf.Map `ebpf:"rcv_seq"`
 	RcvTunnels  *ebpf.Map `ebpf:"rcv_tunnels"`
@@ -209,6 +259,7 @@ type receiverMaps struct {
 func (m *receiverMaps) Close() error {
 	return _ReceiverClose(
 		m.RcvCounters,
+		m.RcvIds,
 		m.RcvPorts,
 		m.RcvSeq,
 		m.RcvTunnels,

@@ -13,16 +13,40 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type senderPlaitMode uint8
+
+const (
+	senderPlaitModeMODE_RR   senderPlaitMode = 1
+	senderPlaitModeMODE_WRR  senderPlaitMode = 2
+	senderPlaitModeMODE_EDPF senderPlaitMode = 3
+)
+
+type senderSenderStat uint32
+
+const (
+	senderSenderStatSND_PASS_NOT_IPV4   senderSenderStat = 0
+	senderSenderStatSND_PASS_NO_TUNNEL  senderSenderStat = 1
+	senderSenderStatSND_PASS_NOT_TUNNEL senderSenderStat = 2
+	senderSenderStatSND_DROP_MALFORMED  senderSenderStat = 3
+	senderSenderStatSND_DROP_GSO        senderSenderStat = 4
+	senderSenderStatSND_DROP_TOO_BIG    senderSenderStat = 5
+	senderSenderStatSND_DROP_NO_PATH    senderSenderStat = 6
+	senderSenderStatSND_DROP_ADJUST     senderSenderStat = 7
+	senderSenderStatSND_DROP_SIGNAL     senderSenderStat = 8
+	senderSenderStatSND_MARK_SIGNAL     senderSenderStat = 9
+	senderSenderStatSND_STAT_MAX        senderSenderStat = 10
+)
+
 type senderTxCfg struct {
 	_        structs.HostLayout
 	Prefix   uint32
 	Mask     uint32
 	Port     uint16
 	TunnelId uint16
-	Mode     uint8
+	Mode     senderPlaitMode
 	N_paths  uint8
 	UpMask   uint8
-	Flags    uint8
+	Flags    senderTxFlag
 	AckPath  uint8
 	_        [3]byte
 	Signal   uint32
@@ -31,6 +55,15 @@ type senderTxCfg struct {
 	Paths    [8]senderTxPath
 	Slots    [1024]uint8
 }
+
+type senderTxFlag uint8
+
+const (
+	senderTxFlagTX_F_TELEMETRY senderTxFlag = 1
+	senderTxFlagTX_F_COMPACT   senderTxFlag = 2
+	senderTxFlagTX_F_ACK_PATH  senderTxFlag = 4
+	senderTxFlagTX_F_IP_ENCAP  senderTxFlag = 8
+)
 
 type senderTxPath struct {
 	_        structs.HostLayout

@@ -4,34 +4,48 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/plait/plait/wire"
 )
 
-// SenderVerdicts and ReceiverVerdicts name the entries of the verdict maps, in the order
-// of enum sender_stat and enum receiver_stat (consts.h).
+// SenderVerdicts and ReceiverVerdicts name the entries of the verdict maps: the values of
+// enum sender_stat and enum receiver_stat (consts.h), lower case, without their prefix,
+// read from the programs' BTF so the C enum is their one definition.
 var (
-	SenderVerdicts = []string{
-		"pass_not_ipv4", "pass_no_tunnel", "pass_not_tunnel",
-		"drop_malformed", "drop_gso", "drop_too_big", "drop_no_path", "drop_adjust",
-		"drop_signal", "mark_signal",
-	}
-	ReceiverVerdicts = []string{
-		"pass_not_ipv4", "pass_not_udp", "pass_other_port", "pass_fragment",
-		"drop_truncated", "drop_bad_version", "drop_unknown_tunnel",
-		"drop_bad_path", "drop_bad_inner", "drop_bad_length", "drop_adjust",
-	}
+	SenderVerdicts   = verdictNames(loadSender, "sender_stat", "SND_", int(senderSenderStatSND_STAT_MAX))
+	ReceiverVerdicts = verdictNames(loadReceiver, "receiver_stat", "RCV_", int(receiverReceiverStatRCV_STAT_MAX))
 )
+
+func verdictNames(load func() (*ebpf.CollectionSpec, error), enum, prefix string, n int) []string {
+	spec, err := load()
+	if err != nil {
+		panic(fmt.Sprintf("the embedded datapath does not parse: %v", err))
+	}
+	var e *btf.Enum
+	if err := spec.Types.TypeByName(enum, &e); err != nil {
+		panic(fmt.Sprintf("enum %s is not in the datapath's BTF: %v", enum, err))
+	}
+	names := make([]string, n)
+	for _, v := range e.Values {
+		if v.Value < uint64(n) {
+			names[v.Value] = strings.ToLower(strings.TrimPrefix(v.Name, prefix))
+		}
+	}
+	return names
+}
 
 // Verdicts returns both programs' verdict counters, summed over CPUs, with the verdicts
 // the programs count per path added up over the given tunnel slots: the sender's
-// "redirect" and the receiver's "decap" and "probe".
+// "redirect" and the receiver's "decap", "probe" and "held" (passed on unmeasured).
 func (d *Datapath) Verdicts(slots []uint32) (sender, receiver map[string]uint64, err error) {
 	if sender, err = sumVerdicts(d.snd.SndVerdicts, SenderVerdicts); err != nil {
 		return nil, nil, err
@@ -52,6 +66,7 @@ func (d *Datapath) Verdicts(slots []uint32) (sender, receiver map[string]uint64,
 			sender["redirect"] += sc.Packets[p]
 			receiver["decap"] += rc.Paths[p].Packets
 			receiver["probe"] += rc.Paths[p].Probes
+			receiver["held"] += rc.Paths[p].Held
 		}
 	}
 	return sender, receiver, nil
@@ -119,41 +134,112 @@ func (d *Datapath) SetReceivePorts(ports []uint16) error {
 	return nil
 }
 
-// Receiver is what the receiver knows of a tunnel.
+// Receiver is what the receiver knows of a tunnel: who may send on it, from where.
 type Receiver struct {
 	ID     uint16
 	Slot   uint32
 	BiasNs int32 // subtracted from receive-minus-send times before the signed cast
+	// Paths, by path id: the receiver takes the tunnel's packets only with one of these
+	// outer address pairs, on that path's interface, and counts them for that path.
+	Paths []RxPathConfig
+	// AnyPeer, for receive-only tunnels (a split switch encapsulates): packets from any
+	// outer addresses are taken on Ifindex, and their header's path id is believed.
+	AnyPeer bool
+	Ifindex uint32
+	// Allowed are the inner sources the peer may send from (WireGuard's AllowedIPs);
+	// Self, this end's tunnel address, is never one.
+	Allowed []netip.Prefix
+	Self    netip.Addr
 	// Compact packets are restored to travel from Peer to Local (the tunnel's addresses);
 	// without them the tunnel takes no compact packets.
 	Peer, Local netip.Addr
 }
 
-// SetReceiver makes the receiver accept a tunnel.
+// RxPathConfig is one path as the receiver checks it.
+type RxPathConfig struct {
+	Src, Dst netip.Addr // the peer's address on the path, and this host's
+	Ifindex  uint32     // where its packets arrive
+}
+
+// MaxAllowed is how many inner source prefixes a tunnel may allow (RX_ALLOWED in consts.h).
+const MaxAllowed = len(receiverRxTunnel{}.Allowed)
+
+func (r *Receiver) validate() error {
+	if r.Slot >= MaxTunnels {
+		return fmt.Errorf("tunnel slot %d out of range (max %d tunnels)", r.Slot, MaxTunnels)
+	}
+	if r.AnyPeer != (len(r.Paths) == 0) {
+		return fmt.Errorf("tunnel %d: give either paths or any peer, not both or neither", r.ID)
+	}
+	if r.AnyPeer && r.Ifindex == 0 {
+		return fmt.Errorf("tunnel %d takes any peer but names no interface", r.ID)
+	}
+	if len(r.Paths) > wire.MaxPaths {
+		return fmt.Errorf("tunnel %d has %d paths, at most %d", r.ID, len(r.Paths), wire.MaxPaths)
+	}
+	for i, p := range r.Paths {
+		if !p.Src.Is4() || !p.Dst.Is4() || p.Ifindex == 0 {
+			return fmt.Errorf("receiver path %d: %s -> %s on ifindex %d is not an IPv4 path on an interface", i, p.Src, p.Dst, p.Ifindex)
+		}
+	}
+	if len(r.Allowed) == 0 || len(r.Allowed) > MaxAllowed {
+		return fmt.Errorf("tunnel %d allows %d inner source prefixes: give 1 to %d", r.ID, len(r.Allowed), MaxAllowed)
+	}
+	for _, a := range r.Allowed {
+		if !a.Addr().Is4() {
+			return fmt.Errorf("allowed inner source %s is not an IPv4 prefix", a)
+		}
+	}
+	return nil
+}
+
+func be32(a netip.Addr) uint32 {
+	if !a.Is4() {
+		return 0
+	}
+	b := a.As4()
+	return binary.NativeEndian.Uint32(b[:])
+}
+
+// SetReceiver makes the receiver accept a tunnel from its peer. The tunnel's delay epoch
+// carries over from the slot's previous configuration.
 func (d *Datapath) SetReceiver(r Receiver) error {
-	id := r.ID
+	if err := r.validate(); err != nil {
+		return err
+	}
 	var t receiverRxTunnel
-	if err := d.rcv.RcvTunnels.Lookup(uint32(id), &t); err != nil {
-		return fmt.Errorf("read receiver tunnel %d: %w", id, err)
+	if err := d.rcv.RcvTunnels.Lookup(r.Slot, &t); err != nil {
+		return fmt.Errorf("read receiver tunnel %d: %w", r.ID, err)
 	}
-	t.Slot, t.Valid, t.BiasNs, t.Peer, t.Local = r.Slot, 1, r.BiasNs, 0, 0
+	epoch := max(t.Epoch, 1) // 0 would look like the zeroed per-CPU slots never written
+	t = receiverRxTunnel{BiasNs: r.BiasNs, Epoch: epoch, N_paths: uint8(len(r.Paths)), N_allowed: uint8(len(r.Allowed)), Self: be32(r.Self)}
 	if r.Peer.Is4() && r.Local.Is4() {
-		peer, local := r.Peer.As4(), r.Local.As4()
-		t.Peer, t.Local = binary.NativeEndian.Uint32(peer[:]), binary.NativeEndian.Uint32(local[:])
+		t.Peer, t.Local = be32(r.Peer), be32(r.Local)
 	}
-	if t.Epoch == 0 {
-		// Epoch 0 would look like the zeroed per-CPU slots that were never written.
-		t.Epoch = 1
+	if r.AnyPeer {
+		t.Flags |= receiverRxFlagRX_F_ANY_PEER
+		t.Paths[0].Ifindex = r.Ifindex
 	}
-	if err := d.rcv.RcvTunnels.Update(uint32(id), t, ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("write receiver tunnel %d: %w", id, err)
+	for i, p := range r.Paths {
+		t.Paths[i].Src, t.Paths[i].Dst, t.Paths[i].Ifindex = be32(p.Src), be32(p.Dst), p.Ifindex
+	}
+	for i, a := range r.Allowed {
+		a = a.Masked()
+		t.Allowed[i].Addr = be32(a.Addr())
+		t.Allowed[i].Mask = binary.NativeEndian.Uint32(net.CIDRMask(a.Bits(), 32))
+	}
+	if err := d.rcv.RcvTunnels.Update(r.Slot, t, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("write receiver tunnel %d: %w", r.ID, err)
+	}
+	if err := d.rcv.RcvIds.Update(uint32(r.ID), r.Slot+1, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("write receiver tunnel id %d: %w", r.ID, err)
 	}
 	return nil
 }
 
 // RemoveReceiver makes the receiver drop tunnel id's packets as unknown.
 func (d *Datapath) RemoveReceiver(id uint16) error {
-	if err := d.rcv.RcvTunnels.Update(uint32(id), receiverRxTunnel{}, ebpf.UpdateAny); err != nil {
+	if err := d.rcv.RcvIds.Update(uint32(id), uint32(0), ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("remove receiver tunnel %d: %w", id, err)
 	}
 	return nil
@@ -174,16 +260,21 @@ func (d *Datapath) ResetReceiver(slot uint32) error {
 // NextEpoch ends tunnel id's current measurement interval and returns its number; the
 // interval minima and maxima of that epoch can then be read with ReadReceiver.
 func (d *Datapath) NextEpoch(id uint16) (uint32, error) {
-	var t receiverRxTunnel
-	if err := d.rcv.RcvTunnels.Lookup(uint32(id), &t); err != nil {
-		return 0, fmt.Errorf("read receiver tunnel %d: %w", id, err)
+	var slot uint32
+	if err := d.rcv.RcvIds.Lookup(uint32(id), &slot); err != nil {
+		return 0, fmt.Errorf("read receiver tunnel id %d: %w", id, err)
 	}
-	if t.Valid == 0 {
+	if slot == 0 {
 		return 0, fmt.Errorf("tunnel %d is not configured on the receiver", id)
+	}
+	slot--
+	var t receiverRxTunnel
+	if err := d.rcv.RcvTunnels.Lookup(slot, &t); err != nil {
+		return 0, fmt.Errorf("read receiver tunnel %d: %w", id, err)
 	}
 	closed := t.Epoch
 	t.Epoch++
-	if err := d.rcv.RcvTunnels.Update(uint32(id), t, ebpf.UpdateAny); err != nil {
+	if err := d.rcv.RcvTunnels.Update(slot, t, ebpf.UpdateAny); err != nil {
 		return 0, fmt.Errorf("write receiver tunnel %d: %w", id, err)
 	}
 	return closed, nil
@@ -206,6 +297,9 @@ type RxPath struct {
 	Started                            bool
 	FirstPathSeq, MaxPathSeq           uint32
 	Resyncs                            uint32
+	// Held counts packets whose seq or path_seq jump was not believed (passed on, not
+	// measured); DelayHeld, delay samples too far from the path's recent delay to use.
+	Held, DelayHeld uint64
 }
 
 // Lost is how many path sequence numbers have not arrived, as far as the receiver can tell.
@@ -296,6 +390,8 @@ func (d *Datapath) ReadReceiver(slot, epoch uint32) (RxTunnel, error) {
 			}
 			o.Hops = max(o.Hops, c.Hops)
 			o.LastRxNs = max(o.LastRxNs, c.LastRxNs)
+			o.Held += c.Held
+			o.DelayHeld += c.DelayHeld
 		}
 		if ewmaW > 0 {
 			o.OwdEwmaNs /= ewmaW

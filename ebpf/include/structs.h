@@ -28,10 +28,10 @@ struct tx_cfg {
 	__be32 mask;
 	__be16 port;     /* UDP port, both ends */
 	__be16 tunnel_id;
-	__u8 mode;       /* enum plait_mode */
+	enum plait_mode mode;
 	__u8 n_paths;
 	__u8 up_mask;    /* bit i: path i may carry packets */
-	__u8 flags;      /* TX_F_* */
+	enum tx_flag flags; /* TX_F_* */
 	__u8 ack_path;   /* TX_F_ACK_PATH: the path ACK-sized packets take */
 	/* Congestion signals asked for: while this is ahead of tx_state.signaled, the next
 	 * full-sized TCP segment is marked CE (ECN-capable) or dropped before the tunnel. */
@@ -59,14 +59,32 @@ struct tx_path_stats {
 
 /* ---- receiver ---- */
 
-/* rx_tunnel value, keyed by tunnel_id. */
+/* One path as the receiver checks it: its packets come from src to dst on ifindex. */
+struct rx_path {
+	__be32 src;      /* the peer's address on the path: outer source */
+	__be32 dst;      /* ours: outer destination */
+	__u32 ifindex;   /* the interface its packets arrive on */
+};
+
+/* An inner source prefix the peer may send from. */
+struct rx_prefix {
+	__be32 addr;
+	__be32 mask;
+};
+
+/* rcv_tunnels value, keyed by slot. */
 struct rx_tunnel {
-	__u32 slot;
-	__u32 valid;
-	__s32 bias_ns; /* subtracted from receive-minus-send before the signed cast */
-	__u32 epoch;   /* interval number, bumped by the agent; selects the min/max slot */
-	__be32 peer;   /* compact packets are restored to come from peer ... */
-	__be32 local;  /* ... to local (0: this tunnel takes no compact packets) */
+	enum rx_flag flags; /* RX_F_* */
+	__u8 n_paths;
+	__u8 n_allowed;
+	__u8 pad;
+	__s32 bias_ns;   /* subtracted from receive-minus-send before the signed cast */
+	__u32 epoch;     /* interval number, bumped by the agent; selects the min/max slot */
+	__be32 peer;     /* compact packets are restored to come from peer ... */
+	__be32 local;    /* ... to local (0: this tunnel takes no compact packets) */
+	__be32 self;     /* our tunnel address: never an inner source */
+	struct rx_path paths[PLAIT_MAX_PATHS]; /* by path id; RX_F_ANY_PEER: [0].ifindex only */
+	struct rx_prefix allowed[RX_ALLOWED];  /* inner sources the peer may send from */
 };
 
 /* The previous arrival of a sequence, for packet pairs. */
@@ -81,6 +99,10 @@ struct rx_path_shared {
 	__u32 max_ps;     /* highest path_seq seen */
 	__u32 first_ps;
 	__u32 resyncs;
+	__u32 jumping;    /* a packet jumped beyond JUMP_WINDOW and was not believed: */
+	__u32 jump_ps;    /* its path_seq ... */
+	__u32 jump_seq;   /* ... and seq; the path's next packet confirms both */
+	__u32 pad;
 	struct pair_state data;   /* data packets, by path_seq */
 	struct pair_state probes; /* probe trains, by their own sequence */
 };
@@ -123,8 +145,11 @@ struct rx_path_stats {
 	__u32 qdepth_epoch[2];
 	__u32 qdepth_max[2];
 	__u32 hops;
-	__u32 pad;
+	__u32 delay_outliers; /* delay samples in a row outside DELAY_WINDOW_NS */
 	__u64 last_rx_ns;
+	__u64 held;       /* packets whose seq or path_seq jump was not believed: passed on,
+			   * not measured */
+	__u64 delay_held; /* delay samples not used (outside DELAY_WINDOW_NS) */
 };
 
 struct rx_tunnel_stats {

@@ -262,6 +262,11 @@ type TunnelConfig struct {
 	AckPath       string         `protobuf:"bytes,12,opt,name=ack_path,json=ackPath,proto3" json:"ack_path,omitempty"`
 	Encap         Encap          `protobuf:"varint,13,opt,name=encap,proto3,enum=plait.v1.Encap" json:"encap,omitempty"`
 	SignalTrigger *SignalTrigger `protobuf:"bytes,14,opt,name=signal_trigger,json=signalTrigger,proto3" json:"signal_trigger,omitempty"`
+	// Inner sources the peer may send from (WireGuard's AllowedIPs): IPv4 prefixes, at most
+	// 8. The receiver drops decapsulated packets from any other source, and from this
+	// end's own tunnel address, and counts them (drop_inner_source). Default: the peer's
+	// tunnel address (peer_address) when given, else remote_prefix.
+	AllowedIps    []string `protobuf:"bytes,20,rep,name=allowed_ips,json=allowedIps,proto3" json:"allowed_ips,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,6 +395,13 @@ func (x *TunnelConfig) GetEncap() Encap {
 func (x *TunnelConfig) GetSignalTrigger() *SignalTrigger {
 	if x != nil {
 		return x.SignalTrigger
+	}
+	return nil
+}
+
+func (x *TunnelConfig) GetAllowedIps() []string {
+	if x != nil {
+		return x.AllowedIps
 	}
 	return nil
 }
@@ -1719,7 +1731,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xd9\x03\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xfa\x03\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -1735,7 +1747,9 @@ const file_agent_proto_rawDesc = "" +
 	"\fpeer_address\x18\v \x01(\tR\vpeerAddress\x12\x19\n" +
 	"\back_path\x18\f \x01(\tR\aackPath\x12%\n" +
 	"\x05encap\x18\r \x01(\x0e2\x0f.plait.v1.EncapR\x05encap\x12>\n" +
-	"\x0esignal_trigger\x18\x0e \x01(\v2\x17.plait.v1.SignalTriggerR\rsignalTrigger\"\x83\x01\n" +
+	"\x0esignal_trigger\x18\x0e \x01(\v2\x17.plait.v1.SignalTriggerR\rsignalTrigger\x12\x1f\n" +
+	"\vallowed_ips\x18\x14 \x03(\tR\n" +
+	"allowedIps\"\x83\x01\n" +
 	"\rSignalTrigger\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
 	"\bqueue_us\x18\x02 \x01(\x01R\aqueueUs\x12\x1f\n" +
