@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -58,16 +59,29 @@ func (s server) WatchStats(r *pb.StatsRequest, stream grpc.ServerStreamingServer
 	return s.a.WatchStats(stream.Context(), r, stream.Send)
 }
 
-// Serve serves the agent's API on a Unix socket until ctx ends.
-func Serve(ctx context.Context, a *Agent, socket string) error {
-	srv := grpc.NewServer()
-	pb.RegisterAgentServer(srv, server{a: a})
-	return sockrpc.Serve(ctx, srv, socket)
+// Serve serves the agent's API on every listener until ctx ends; the first to fail
+// stops the others.
+func Serve(ctx context.Context, a *Agent, ls ...sockrpc.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(ls))
+	for _, l := range ls {
+		go func() {
+			errc <- sockrpc.Serve(ctx, l, func(r grpc.ServiceRegistrar) { pb.RegisterAgentServer(r, server{a: a}) })
+		}()
+	}
+	err := <-errc
+	cancel()
+	for range len(ls) - 1 {
+		err = errors.Join(err, <-errc)
+	}
+	return err
 }
 
-// Dial connects to an agent's socket.
-func Dial(socket string) (pb.AgentClient, *grpc.ClientConn, error) {
-	conn, err := sockrpc.Dial(socket)
+// Dial connects to an agent at target (unix:PATH, a path, or HOST:PORT), with TLS when
+// t names any file.
+func Dial(target string, t sockrpc.TLS) (pb.AgentClient, *grpc.ClientConn, error) {
+	conn, err := sockrpc.Dial(target, t)
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent: %w", err)
 	}

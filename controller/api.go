@@ -147,16 +147,15 @@ func (s server) SetMode(ctx context.Context, r *pb.ControllerModeRequest) (*pb.P
 	return s.c.SetMode(ctx, r)
 }
 
-// Serve serves the operator API on a Unix socket until ctx ends.
-func Serve(ctx context.Context, c *Controller, socket string) error {
-	srv := grpc.NewServer()
-	pb.RegisterControllerServer(srv, server{c: c})
-	return sockrpc.Serve(ctx, srv, socket)
+// Serve serves the operator API on l until ctx ends.
+func Serve(ctx context.Context, c *Controller, l sockrpc.Listener) error {
+	return sockrpc.Serve(ctx, l, func(r grpc.ServiceRegistrar) { pb.RegisterControllerServer(r, server{c: c}) })
 }
 
-// Dial connects to a controller's socket.
-func Dial(socket string) (pb.ControllerClient, *grpc.ClientConn, error) {
-	conn, err := sockrpc.Dial(socket)
+// Dial connects to a controller at target (unix:PATH, a path, or HOST:PORT), with TLS
+// when t names any file.
+func Dial(target string, t sockrpc.TLS) (pb.ControllerClient, *grpc.ClientConn, error) {
+	conn, err := sockrpc.Dial(target, t)
 	if err != nil {
 		return nil, nil, fmt.Errorf("controller: %w", err)
 	}

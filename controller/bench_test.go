@@ -15,6 +15,7 @@ import (
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller"
 	"github.com/plait/plait/internal/labnet"
+	"github.com/plait/plait/internal/sockrpc"
 )
 
 // a2q is the A2 lab with the scenario's 100-packet queues.
@@ -113,7 +114,7 @@ func BenchmarkControllerReaction(b *testing.B) {
 	for b.Loop() {
 		lab := labnet.New(b, bin, a2q, labnet.Options{Telemetry: true})
 		stop := lab.StartController("auto", nil)
-		ctl, conn, err := controller.Dial(lab.CtlSock)
+		ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -159,7 +160,7 @@ func BenchmarkControllerReaction(b *testing.B) {
 
 		// From the operator's command to the datapath: plait weights set, then the agent's
 		// view of the tunnel shows the new weights.
-		ag, aconn, err := agent.Dial(lab.Sock1)
+		ag, aconn, err := agent.Dial(lab.Sock1, sockrpc.TLS{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -71,8 +71,8 @@ func New(n *Network, opts ...Option) (*Controller, error) {
 	if o.trace != nil {
 		c.trace = newTracer(o.trace, c.start)
 	}
-	for name, sock := range n.Agents {
-		c.agents[name] = &agentConn{name: name, socket: sock}
+	for name, a := range n.Agents {
+		c.agents[name] = &agentConn{name: name, socket: a.Address, tls: a.TLS}
 	}
 	for name, s := range n.Switches {
 		sc, err := newSwitchConn(s, c.kickNow)
@@ -324,6 +324,7 @@ func equalWeights(a, b []float64) bool {
 // whenever the agent or the connection goes away.
 type agentConn struct {
 	name, socket string
+	tls          sockrpc.TLS
 
 	mu         sync.Mutex
 	cl         pb.AgentClient
@@ -380,7 +381,7 @@ func (c *Controller) runAgent(ctx context.Context, a *agentConn) {
 
 // followAgent connects, learns the agent's tunnels and consumes its statistics stream.
 func (c *Controller) followAgent(ctx context.Context, a *agentConn) error {
-	conn, err := sockrpc.Dial(a.socket)
+	conn, err := sockrpc.Dial(a.socket, a.tls)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.name, err)
 	}

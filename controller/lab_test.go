@@ -14,6 +14,7 @@ import (
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller"
 	"github.com/plait/plait/internal/labnet"
+	"github.com/plait/plait/internal/sockrpc"
 )
 
 var bin string
@@ -79,12 +80,12 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 	lab := labnet.New(t, bin, a2, labnet.Options{Weights: []float64{1, 1, 1}, Telemetry: true})
 	stop := lab.StartController("auto", nil)
 	defer stop()
-	ctl, conn, err := controller.Dial(lab.CtlSock)
+	ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ag, aconn, err := agent.Dial(lab.Sock1)
+	ag, aconn, err := agent.Dial(lab.Sock1, sockrpc.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestIdleCapacityThroughTTIBursts(t *testing.T) {
 	defer stop()
 	lab.WaitEstimates(15 * time.Second)
 	time.Sleep(4 * time.Second) // a few trains on every path
-	ctl, conn, err := controller.Dial(lab.CtlSock)
+	ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestControllerSurvivesRestarts(t *testing.T) {
 	}
 	lab := labnet.New(t, bin, a2, labnet.Options{Telemetry: true})
 	stop := lab.StartController("auto", nil)
-	ctl, conn, err := controller.Dial(lab.CtlSock)
+	ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestControllerRefusesBadRequests(t *testing.T) {
 	stop := lab.StartController("auto", nil)
 	defer stop()
 	ctx := context.Background()
-	ctl, conn, err := controller.Dial(lab.CtlSock)
+	ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}

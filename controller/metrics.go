@@ -33,6 +33,10 @@ var (
 		"agent":    prometheus.NewDesc("plait_agent_connected", "1 when the controller is connected to the agent.", []string{"agent"}, nil),
 		"switch":   prometheus.NewDesc("plait_switch_primary", "1 when the controller is primary on the switch and has programmed it.", []string{"switch"}, nil),
 		"program":  prometheus.NewDesc("plait_switch_programmed_total", "Times the switch was (re)programmed.", []string{"switch"}, nil),
+		"lost":     prometheus.NewDesc("plait_switch_primary_lost_total", "Times another P4Runtime client took the switch from the controller.", []string{"switch"}, nil),
+		"pushes":   prometheus.NewDesc("plait_switch_pipeline_pushes_total", "Pipeline configs pushed to the switch (a switch that kept its state gets none).", []string{"switch"}, nil),
+		"writes":   prometheus.NewDesc("plait_switch_reconcile_write_rpcs_total", "Write RPCs reprogramming the switch took.", []string{"switch"}, nil),
+		"updates":  prometheus.NewDesc("plait_switch_reconcile_updates_total", "Entries reprogramming the switch inserted, modified or deleted.", []string{"switch", "type"}, nil),
 	}
 )
 
@@ -71,7 +75,16 @@ func (c *Controller) Collect(ch chan<- prometheus.Metric) {
 	for name, s := range c.switches {
 		st := s.status()
 		gauge("switch", b2f(st.Primary), name)
-		ch <- prometheus.MustNewConstMetric(descs["program"], prometheus.CounterValue, float64(st.Programmed), name)
+		counter := func(d string, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(descs[d], prometheus.CounterValue, float64(v), append([]string{name}, labels...)...)
+		}
+		counter("program", st.Programmed)
+		counter("lost", st.PrimaryLost)
+		counter("pushes", st.PipelinePushes)
+		counter("writes", st.WriteRpcs)
+		counter("updates", st.Inserts, "insert")
+		counter("updates", st.Modifies, "modify")
+		counter("updates", st.Deletes, "delete")
 	}
 }
 

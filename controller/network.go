@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/plait/plait/internal/sockrpc"
 	"github.com/plait/plait/split"
 	"github.com/plait/plait/topo/scenario"
 	"github.com/plait/plait/wire"
@@ -21,10 +22,17 @@ import (
 // switches on the paths, and the tunnels. The lab writes one; an operator can too.
 //
 //	interval: 100ms
-//	agents:   {h1: /run/plait/h1.sock, h2: /run/plait/h2.sock}
+//	tls: {ca: ca.pem, cert: ctl.pem, key: ctl-key.pem}  # for every TCP agent and switch
+//	agents:
+//	  h1: unix:/run/plait/h1.sock   # or a bare path
+//	  h2: 192.0.2.2:9470            # TCP: mutual TLS with the tls above
+//	  h3: {address: 192.0.2.3:9470, tls: {ca: other-ca.pem, cert: c.pem, key: c-key.pem}}
 //	switches:
 //	  s1:
 //	    address: 127.0.0.1:9601
+//	    election_id: 10              # P4Runtime arbitration (default 10)
+//	    role: ""                     # P4Runtime role (default: the default role)
+//	    on_lost_primary: yield       # yield (default) or reclaim, see switchConn
 //	    forward: {1: 2, 2: 1}        # port_fwd: ingress port -> egress port
 //	tunnels:
 //	  - id: 1
@@ -32,17 +40,36 @@ import (
 //	    mode: auto                  # auto (default), rr, wrr or edpf
 type Network struct {
 	Interval time.Duration
-	Agents   map[string]string // name -> socket
+	Agents   map[string]*Agent
 	Switches map[string]*Switch
 	Tunnels  []*Tunnel
 }
+
+// Agent is a host agent and how to reach it.
+type Agent struct {
+	Name    string
+	Address string      // unix:PATH, a path, or HOST:PORT
+	TLS     sockrpc.TLS // for HOST:PORT
+}
+
+// Lost-primary policies: what the controller does when another client takes a switch.
+const (
+	// Yield leaves the switch to the other client and takes it back as soon as it has no
+	// primary again (the other one left), with an election id above the highest seen.
+	Yield = "yield"
+	// Reclaim takes the switch back at once with an election id above the other's.
+	Reclaim = "reclaim"
+)
 
 // Switch is a P4Runtime target running plait.p4.
 type Switch struct {
 	Name         string
 	Address      string
+	TLS          sockrpc.TLS
 	DeviceID     uint64
 	ElectionID   uint64
+	Role         string
+	OnLost       string // Yield or Reclaim
 	P4Info       string // file; default: the built-in P4Info of p4/plait.p4
 	DeviceConfig string // file handed to SetForwardingPipelineConfig (BMv2 JSON); may be empty
 	Forward      map[uint32]uint32
@@ -80,15 +107,39 @@ type Tunnel struct {
 
 type rawNetwork struct {
 	Interval string                `yaml:"interval"`
-	Agents   map[string]string     `yaml:"agents"`
+	TLS      *rawTLS               `yaml:"tls"`
+	Agents   map[string]*rawAgent  `yaml:"agents"`
 	Switches map[string]*rawSwitch `yaml:"switches"`
 	Tunnels  []*rawTunnel          `yaml:"tunnels"`
 }
 
+type rawTLS struct {
+	CA   string `yaml:"ca"`
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// rawAgent is an address, or a mapping with address and tls.
+type rawAgent struct {
+	Address string  `yaml:"address"`
+	TLS     *rawTLS `yaml:"tls"`
+}
+
+func (a *rawAgent) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return n.Decode(&a.Address)
+	}
+	type plain rawAgent
+	return n.Decode((*plain)(a))
+}
+
 type rawSwitch struct {
 	Address      string            `yaml:"address"`
+	TLS          *rawTLS           `yaml:"tls"`
 	DeviceID     uint64            `yaml:"device_id"`
 	ElectionID   uint64            `yaml:"election_id"`
+	Role         string            `yaml:"role"`
+	OnLost       string            `yaml:"on_lost_primary"`
 	P4Info       string            `yaml:"p4info"`
 	DeviceConfig string            `yaml:"device_config"`
 	Forward      map[uint32]uint32 `yaml:"forward"`
@@ -141,7 +192,7 @@ func ParseNetwork(b []byte) (*Network, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("not a network description: %w", err)
 	}
-	n := &Network{Interval: 100 * time.Millisecond, Agents: raw.Agents, Switches: map[string]*Switch{}}
+	n := &Network{Interval: 100 * time.Millisecond, Agents: map[string]*Agent{}, Switches: map[string]*Switch{}}
 	if raw.Interval != "" {
 		d, err := scenario.ParseDuration(raw.Interval)
 		if err != nil {
@@ -152,10 +203,24 @@ func ParseNetwork(b []byte) (*Network, error) {
 		}
 		n.Interval = d
 	}
-	for name, sock := range raw.Agents {
-		if sock == "" {
-			return nil, fmt.Errorf("agents.%s: give the agent's socket path", name)
+	def, err := raw.TLS.check("tls")
+	if err != nil {
+		return nil, err
+	}
+	for name, ra := range raw.Agents {
+		where := "agents." + name
+		if ra == nil || ra.Address == "" {
+			return nil, fmt.Errorf("%s: give the agent's address: unix:PATH or HOST:PORT", where)
 		}
+		e, err := sockrpc.ParseEndpoint(ra.Address)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		a := &Agent{Name: name, Address: ra.Address}
+		if a.TLS, err = endTLS(where, e, ra.TLS, def); err != nil {
+			return nil, err
+		}
+		n.Agents[name] = a
 	}
 	for _, rt := range raw.Tunnels {
 		t, err := rt.validate(n)
@@ -168,7 +233,7 @@ func ParseNetwork(b []byte) (*Network, error) {
 		n.Tunnels = append(n.Tunnels, t)
 	}
 	for name, rs := range raw.Switches {
-		s, err := rs.validate(name, n)
+		s, err := rs.validate(name, n, def)
 		if err != nil {
 			return nil, err
 		}
@@ -213,13 +278,69 @@ func (rt *rawTunnel) validate(n *Network) (*Tunnel, error) {
 	return t, nil
 }
 
-func (rs *rawSwitch) validate(name string, n *Network) (*Switch, error) {
+// check names the files' problems; nil stays nil.
+func (t *rawTLS) check(where string) (*sockrpc.TLS, error) {
+	if t == nil {
+		return nil, nil
+	}
+	out := &sockrpc.TLS{CA: t.CA, Cert: t.Cert, Key: t.Key}
+	if (out.Cert == "") != (out.Key == "") {
+		return nil, fmt.Errorf("%s: give both cert and key, or neither", where)
+	}
+	for field, f := range map[string]string{"ca": t.CA, "cert": t.Cert, "key": t.Key} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", where, field, err)
+		}
+	}
+	return out, nil
+}
+
+// endTLS is the TLS material for one agent or switch: its own, or the file's default;
+// a TCP end that is not on loopback must have a CA and a client certificate, as it
+// requires mutual TLS.
+func endTLS(where string, e sockrpc.Endpoint, own *rawTLS, def *sockrpc.TLS) (sockrpc.TLS, error) {
+	t, err := own.check(where + ".tls")
+	if err != nil {
+		return sockrpc.TLS{}, err
+	}
+	if t == nil {
+		t = def
+	}
+	if e.Unix {
+		if own != nil {
+			return sockrpc.TLS{}, fmt.Errorf("%s.tls: TLS is for HOST:PORT addresses, %s is a Unix socket", where, e)
+		}
+		return sockrpc.TLS{}, nil
+	}
+	if t == nil {
+		t = &sockrpc.TLS{}
+	}
+	if !e.Loopback() && (t.CA == "" || t.Cert == "") {
+		return sockrpc.TLS{}, fmt.Errorf("%s: %s is not loopback, so it requires mutual TLS: give tls: {ca, cert, key} (here or at the top of the file)", where, e)
+	}
+	return *t, nil
+}
+
+func (rs *rawSwitch) validate(name string, n *Network, def *sockrpc.TLS) (*Switch, error) {
 	where := "switches." + name
 	if _, _, err := net.SplitHostPort(rs.Address); err != nil {
 		return nil, fmt.Errorf("%s.address: %q is not host:port", where, rs.Address)
 	}
-	s := &Switch{Name: name, Address: rs.Address, DeviceID: rs.DeviceID, ElectionID: rs.ElectionID,
-		P4Info: rs.P4Info, DeviceConfig: rs.DeviceConfig, Forward: rs.Forward}
+	t, err := endTLS(where, sockrpc.Endpoint{Address: rs.Address}, rs.TLS, def)
+	if err != nil {
+		return nil, err
+	}
+	s := &Switch{Name: name, Address: rs.Address, TLS: t, DeviceID: rs.DeviceID, ElectionID: rs.ElectionID, Role: rs.Role,
+		OnLost: rs.OnLost, P4Info: rs.P4Info, DeviceConfig: rs.DeviceConfig, Forward: rs.Forward}
+	if s.OnLost == "" {
+		s.OnLost = Yield
+	}
+	if s.OnLost != Yield && s.OnLost != Reclaim {
+		return nil, fmt.Errorf("%s.on_lost_primary: %q is not %s or %s", where, s.OnLost, Yield, Reclaim)
+	}
 	if s.DeviceID == 0 {
 		s.DeviceID = 1
 	}

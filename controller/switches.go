@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -13,10 +14,9 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/sockrpc"
 	"github.com/plait/plait/p4/p4info"
 	"github.com/plait/plait/split"
 )
@@ -24,24 +24,38 @@ import (
 // SplitSlots is the size of plait.p4's slot table (SPLIT_SLOTS).
 const SplitSlots = 256
 
-// switchConn keeps one switch programmed: it holds the P4Runtime stream as primary,
-// pushes the pipeline and the entries the network file asks for, rewrites split slot
-// tables, and starts over whenever the switch or the connection restarts.
+// switchConn keeps one switch programmed as a correct P4Runtime client: it arbitrates
+// with the election id and role of the network file, follows every arbitration update
+// on the stream, and when primary reconciles the switch with what the network file asks
+// (reconcile.go) instead of wiping it. When another client takes the switch it says so
+// (status, metric, log), refuses the writes it would have made with that reason, and
+// takes the switch back by the network file's policy (Yield or Reclaim).
 type switchConn struct {
 	cfg          *Switch
 	info         *p4info.Info
 	deviceConfig []byte
+	cookie       uint64 // identifies info and deviceConfig on the switch
 	kick         func()
 
 	mu         sync.Mutex
 	rt         p4v1.P4RuntimeClient // set while primary and programmed
 	conn       *grpc.ClientConn
+	eid        *p4v1.Uint128     // what the controller last arbitrated with
+	holder     *p4v1.Uint128     // the primary's, as the switch last announced
 	gen        map[uint32]uint32 // split index -> live slot-table generation
 	shares     map[uint32][]float64
 	entries    uint32
 	programmed uint64
 	lastErr    string
 	paths      map[string]uint64
+	cost       reconcileCost
+	lost       uint64
+}
+
+// reconcileCost counts what reprogramming took, over the controller's life.
+type reconcileCost struct {
+	pushes, writes, inserts, modifies, deletes uint64
+	last                                       time.Duration
 }
 
 func newSwitchConn(s *Switch, kick func()) (*switchConn, error) {
@@ -55,7 +69,8 @@ func newSwitchConn(s *Switch, kick func()) (*switchConn, error) {
 			return nil, fmt.Errorf("switch %s: %w", s.Name, err)
 		}
 	}
-	sc := &switchConn{cfg: s, info: info, kick: kick, gen: map[uint32]uint32{}, shares: map[uint32][]float64{}}
+	sc := &switchConn{cfg: s, info: info, kick: kick, gen: map[uint32]uint32{}, shares: map[uint32][]float64{},
+		eid: &p4v1.Uint128{Low: s.ElectionID}}
 	if s.DeviceConfig != "" {
 		b, err := os.ReadFile(s.DeviceConfig)
 		if err != nil {
@@ -63,6 +78,7 @@ func newSwitchConn(s *Switch, kick func()) (*switchConn, error) {
 		}
 		sc.deviceConfig = b
 	}
+	sc.cookie = pipelineCookie(info.P4Info, sc.deviceConfig)
 	return sc, nil
 }
 
@@ -75,18 +91,46 @@ func (s *switchConn) ready() bool {
 func (s *switchConn) status() *pb.SwitchStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &pb.SwitchStatus{Name: s.cfg.Name, Address: s.cfg.Address, Connected: s.rt != nil, Primary: s.rt != nil,
-		ElectionId: s.cfg.ElectionID, Entries: s.entries, Programmed: s.programmed, LastError: s.lastErr, PathPackets: map[string]uint64{}}
+	st := &pb.SwitchStatus{Name: s.cfg.Name, Address: s.cfg.Address, Connected: s.conn != nil, Primary: s.rt != nil,
+		ElectionId: s.eid.GetLow(), Entries: s.entries, Programmed: s.programmed, LastError: s.lastErr, PathPackets: map[string]uint64{},
+		Role: s.cfg.Role, OnLostPrimary: s.cfg.OnLost, PrimaryLost: s.lost,
+		PipelinePushes: s.cost.pushes, WriteRpcs: s.cost.writes, Inserts: s.cost.inserts, Modifies: s.cost.modifies, Deletes: s.cost.deletes,
+		LastReconcileMs: float64(s.cost.last.Microseconds()) / 1e3}
+	if s.holder != nil {
+		st.PrimaryElectionId = eidString(s.holder)
+	}
 	for k, v := range s.paths {
 		st.PathPackets[k] = v
 	}
 	return st
 }
 
+func eidString(e *p4v1.Uint128) string {
+	if e.GetHigh() == 0 {
+		return fmt.Sprint(e.GetLow())
+	}
+	return fmt.Sprintf("%d:%d", e.GetHigh(), e.GetLow())
+}
+
+// above is the election id one past e.
+func above(e *p4v1.Uint128) *p4v1.Uint128 {
+	if e.GetLow() == math.MaxUint64 {
+		return &p4v1.Uint128{High: e.GetHigh() + 1}
+	}
+	return &p4v1.Uint128{High: e.GetHigh(), Low: e.GetLow() + 1}
+}
+
+func less(a, b *p4v1.Uint128) bool {
+	return a.GetHigh() < b.GetHigh() || a.GetHigh() == b.GetHigh() && a.GetLow() < b.GetLow()
+}
+
 func (s *switchConn) run(ctx context.Context, log *slog.Logger) {
-	backoff := 100 * time.Millisecond
+	// A switch that restarts is back within a second or two: retry soon enough that its
+	// split is restored within 2 s, and no faster than a busy loop.
+	const first, most = 50 * time.Millisecond, 500 * time.Millisecond
+	backoff := first
 	for ctx.Err() == nil {
-		err := s.session(ctx)
+		primary, err := s.session(ctx, log)
 		s.mu.Lock()
 		s.rt = nil
 		if s.conn != nil {
@@ -100,20 +144,25 @@ func (s *switchConn) run(ctx context.Context, log *slog.Logger) {
 			s.lastErr = err.Error()
 		}
 		s.mu.Unlock()
+		if primary {
+			backoff = first
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		backoff = min(2*backoff, most)
 	}
 }
 
-// session is one connection: become primary, program, then watch the stream (and read
-// counters) until it breaks.
-func (s *switchConn) session(ctx context.Context) error {
-	conn, err := grpc.NewClient(s.cfg.Address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// session is one connection: arbitrate, then follow the stream. Each arbitration update
+// says whether the controller is primary; on becoming primary it reconciles the switch
+// and starts writing, on losing it it stops and applies the policy. It returns whether
+// it was ever primary.
+func (s *switchConn) session(ctx context.Context, log *slog.Logger) (bool, error) {
+	conn, err := sockrpc.Dial(s.cfg.Address, s.cfg.TLS)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", s.cfg.Address, err)
+		return false, fmt.Errorf("connect to %s: %w", s.cfg.Address, err)
 	}
 	s.mu.Lock()
 	s.conn = conn
@@ -123,102 +172,146 @@ func (s *switchConn) session(ctx context.Context) error {
 	defer cancel()
 	stream, err := rt.StreamChannel(sctx)
 	if err != nil {
-		return fmt.Errorf("stream to %s: %w", s.cfg.Address, err)
+		return false, fmt.Errorf("stream to %s: %s", s.cfg.Address, sockrpc.Explain(err.Error()))
 	}
-	eid := &p4v1.Uint128{Low: s.cfg.ElectionID}
-	if err := stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{
-		Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: s.cfg.DeviceID, ElectionId: eid}}}); err != nil {
-		return fmt.Errorf("arbitration: %w", err)
+	arbitrate := func(eid *p4v1.Uint128) error {
+		s.mu.Lock()
+		s.eid = eid
+		s.mu.Unlock()
+		a := &p4v1.MasterArbitrationUpdate{DeviceId: s.cfg.DeviceID, ElectionId: eid}
+		if s.cfg.Role != "" {
+			a.Role = &p4v1.Role{Name: s.cfg.Role}
+		}
+		if err := stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{Arbitration: a}}); err != nil {
+			return fmt.Errorf("arbitration: %w", err)
+		}
+		return nil
 	}
-	resp, err := stream.Recv()
-	if err != nil {
-		return fmt.Errorf("arbitration: %w", err)
+	if err := arbitrate(&p4v1.Uint128{Low: s.cfg.ElectionID}); err != nil {
+		return false, err
 	}
-	arb := resp.GetArbitration()
-	if arb == nil {
-		return fmt.Errorf("arbitration: switch answered %v", resp)
-	}
-	if code := codes.Code(arb.GetStatus().GetCode()); code != codes.OK {
-		return fmt.Errorf("not primary on %s (election id %d, primary holds %v): %s", s.cfg.Address, s.cfg.ElectionID, arb.GetElectionId(), arb.GetStatus().GetMessage())
-	}
-	if err := s.program(sctx, rt, eid); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.rt = rt
-	s.programmed++
-	s.lastErr = ""
-	s.mu.Unlock()
-	s.kick()
-
+	updates := make(chan *p4v1.MasterArbitrationUpdate, 16)
 	errc := make(chan error, 1)
 	go func() {
 		for {
-			if _, err := stream.Recv(); err != nil {
+			m, err := stream.Recv()
+			if err != nil {
 				errc <- err
 				return
+			}
+			if a := m.GetArbitration(); a != nil {
+				select {
+				case updates <- a:
+				case <-sctx.Done():
+					return
+				}
 			}
 		}
 	}()
 	counters := time.NewTicker(time.Second)
 	defer counters.Stop()
+	wasPrimary, everPrimary := false, false
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return everPrimary, nil
 		case err := <-errc:
-			return fmt.Errorf("stream from %s: %w", s.cfg.Address, err)
+			return everPrimary, fmt.Errorf("stream from %s: %s", s.cfg.Address, sockrpc.Explain(err.Error()))
 		case <-counters.C:
-			s.readCounters(sctx, rt)
+			if wasPrimary {
+				s.readCounters(sctx, rt)
+			}
+		case a := <-updates:
+			primary := codes.Code(a.GetStatus().GetCode()) == codes.OK
+			s.mu.Lock()
+			s.holder = a.GetElectionId()
+			if !primary && a.GetStatus().GetCode() == int32(codes.NotFound) {
+				s.holder = nil // there is no primary
+			}
+			ours := s.eid
+			s.mu.Unlock()
+			switch {
+			case primary && !wasPrimary:
+				if err := s.reconcile(sctx, rt, log); err != nil {
+					return everPrimary, err
+				}
+				wasPrimary, everPrimary = true, true
+				s.kick()
+			case !primary:
+				if wasPrimary {
+					s.mu.Lock()
+					s.rt, s.lost = nil, s.lost+1
+					s.mu.Unlock()
+					log.Warn("lost primary", "switch", s.cfg.Name, "holder", eidString(a.GetElectionId()), "ours", eidString(ours), "policy", s.cfg.OnLost)
+				}
+				wasPrimary = false
+				s.mu.Lock()
+				s.lastErr = s.notPrimary(a)
+				s.mu.Unlock()
+				// Reclaim: at once, above the holder. Yield: once there is no primary, with
+				// an id the switch takes (no lower than the highest it has seen).
+				if next := s.nextElectionID(a, ours); next != nil {
+					if err := arbitrate(next); err != nil {
+						return everPrimary, err
+					}
+				}
+			}
 		}
 	}
 }
 
-// program pushes the pipeline and every entry the network file asks for.
-func (s *switchConn) program(ctx context.Context, rt p4v1.P4RuntimeClient, eid *p4v1.Uint128) error {
-	_, err := rt.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{
-		DeviceId: s.cfg.DeviceID, ElectionId: eid, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
-		Config: &p4v1.ForwardingPipelineConfig{P4Info: s.info.P4Info, P4DeviceConfig: s.deviceConfig},
-	})
-	if err != nil {
-		return fmt.Errorf("push pipeline to %s: %w", s.cfg.Name, err)
+// notPrimary says why the controller cannot write to the switch.
+func (s *switchConn) notPrimary(a *p4v1.MasterArbitrationUpdate) string {
+	if codes.Code(a.GetStatus().GetCode()) == codes.NotFound {
+		return fmt.Sprintf("not primary on %s: the switch has no primary (%s)", s.cfg.Name, a.GetStatus().GetMessage())
 	}
-	var entries []*p4v1.TableEntry
-	for in, out := range s.cfg.Forward {
-		e, err := s.info.TableEntry("port_fwd", []p4info.Match{p4info.Exact("standard_metadata.ingress_port", in)}, "forward", p4info.P("port", out))
-		if err != nil {
-			return fmt.Errorf("switch %s: forward %d -> %d: %w", s.cfg.Name, in, out, err)
-		}
-		entries = append(entries, e)
+	return fmt.Sprintf("not primary on %s: election id %s holds it (ours %s, policy %s)", s.cfg.Name, eidString(a.GetElectionId()), eidString(s.eid), s.cfg.OnLost)
+}
+
+// nextElectionID is what to arbitrate with after an update that did not make the
+// controller primary, or nil to stay a backup.
+func (s *switchConn) nextElectionID(a *p4v1.MasterArbitrationUpdate, ours *p4v1.Uint128) *p4v1.Uint128 {
+	highest := a.GetElectionId()
+	noPrimary := codes.Code(a.GetStatus().GetCode()) == codes.NotFound
+	switch {
+	case s.cfg.OnLost == Reclaim && !noPrimary:
+		return above(highest)
+	case noPrimary && highest != nil && less(ours, highest):
+		return highest // the switch remembers the highest id; the one who held it left
+	case noPrimary:
+		return ours
 	}
-	for _, sp := range s.cfg.Splits {
-		es, err := s.splitEntries(sp)
-		if err != nil {
-			return err
-		}
-		entries = append(entries, es...)
-	}
-	if err := s.writeEntries(ctx, rt, eid, entries); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.entries = uint32(len(entries))
-	for _, sp := range s.cfg.Splits {
-		s.gen[sp.Index] = 0
-		delete(s.shares, sp.Index)
-	}
-	s.mu.Unlock()
 	return nil
 }
 
-// splitEntries are a split's static entries: the classifier on generation 0, the
-// encapsulation of every path, and both generations of the slot table spread evenly.
-func (s *switchConn) splitEntries(sp *Split) ([]*p4v1.TableEntry, error) {
-	cls, err := s.classifier(sp, 0)
+// reconcile brings a switch the controller just became primary on to what the network
+// file asks, and counts what it took.
+func (s *switchConn) reconcile(ctx context.Context, rt p4v1.P4RuntimeClient, log *slog.Logger) error {
+	start := time.Now()
+	d, err := s.sync(ctx, rt)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := []*p4v1.TableEntry{cls}
+	took := time.Since(start)
+	s.mu.Lock()
+	s.rt = rt
+	s.programmed++
+	s.lastErr = ""
+	s.cost.pushes += d.pushes
+	s.cost.writes += d.writes
+	s.cost.inserts += d.inserts
+	s.cost.modifies += d.modifies
+	s.cost.deletes += d.deletes
+	s.cost.last = took
+	s.mu.Unlock()
+	log.Info("switch programmed", "name", s.cfg.Name, "election_id", eidString(s.eid), "took", took,
+		"pipeline_pushes", d.pushes, "write_rpcs", d.writes, "inserts", d.inserts, "modifies", d.modifies, "deletes", d.deletes)
+	return nil
+}
+
+// encapEntries encapsulate a split's packets on each of its paths.
+func (s *switchConn) encapEntries(sp *Split) ([]*p4v1.TableEntry, error) {
+	var out []*p4v1.TableEntry
 	for id, p := range sp.Paths {
 		e, err := s.info.TableEntry("path_encap",
 			[]p4info.Match{p4info.Exact("meta.tunnel_index", sp.Index), p4info.Exact("meta.path_id", id)},
@@ -228,17 +321,6 @@ func (s *switchConn) splitEntries(sp *Split) ([]*p4v1.TableEntry, error) {
 			return nil, fmt.Errorf("switch %s: split %d path %s: %w", s.cfg.Name, sp.Index, p.Name, err)
 		}
 		out = append(out, e)
-	}
-	even := make([]float64, len(sp.Paths))
-	for i := range even {
-		even[i] = 1
-	}
-	for gen := uint32(0); gen < 2; gen++ {
-		slots, err := s.slotEntries(sp, gen, even)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, slots...)
 	}
 	return out, nil
 }
@@ -277,7 +359,13 @@ func (s *switchConn) setSplit(ctx context.Context, sp *Split, shares []float64) 
 	same := equalWeights(s.shares[sp.Index], shares)
 	s.mu.Unlock()
 	if rt == nil {
-		return fmt.Errorf("switch %s is not programmed", s.cfg.Name)
+		s.mu.Lock()
+		why := s.lastErr
+		s.mu.Unlock()
+		if why == "" {
+			why = "not connected"
+		}
+		return fmt.Errorf("switch %s cannot be written: %s", s.cfg.Name, why)
 	}
 	// With every path down there is nothing better to write, and a slot table cannot be
 	// emptied: the last split stays, so the first packets after the outage find a path.
@@ -294,7 +382,9 @@ func (s *switchConn) setSplit(ctx context.Context, sp *Split, shares []float64) 
 	if err != nil {
 		return err
 	}
-	eid := &p4v1.Uint128{Low: s.cfg.ElectionID}
+	s.mu.Lock()
+	eid := s.eid
+	s.mu.Unlock()
 	if err := s.modify(ctx, rt, eid, slots); err != nil {
 		return err
 	}
@@ -312,22 +402,8 @@ func (s *switchConn) setSplit(ctx context.Context, sp *Split, shares []float64) 
 	return nil
 }
 
-// writeEntries inserts entries, modifying those a previous controller left in place.
-func (s *switchConn) writeEntries(ctx context.Context, rt p4v1.P4RuntimeClient, eid *p4v1.Uint128, entries []*p4v1.TableEntry) error {
-	for _, e := range entries {
-		err := s.update(ctx, rt, eid, p4v1.Update_INSERT, e)
-		if status.Code(err) == codes.AlreadyExists || isBatchCode(err, codes.AlreadyExists) {
-			err = s.update(ctx, rt, eid, p4v1.Update_MODIFY, e)
-		}
-		if err != nil {
-			return fmt.Errorf("switch %s: write %s: %w", s.cfg.Name, tableName(s.info, e), err)
-		}
-	}
-	return nil
-}
-
 func (s *switchConn) modify(ctx context.Context, rt p4v1.P4RuntimeClient, eid *p4v1.Uint128, entries []*p4v1.TableEntry) error {
-	req := &p4v1.WriteRequest{DeviceId: s.cfg.DeviceID, ElectionId: eid, Atomicity: p4v1.WriteRequest_CONTINUE_ON_ERROR}
+	req := &p4v1.WriteRequest{DeviceId: s.cfg.DeviceID, Role: s.cfg.Role, ElectionId: eid, Atomicity: p4v1.WriteRequest_CONTINUE_ON_ERROR}
 	for _, e := range entries {
 		req.Updates = append(req.Updates, &p4v1.Update{Type: p4v1.Update_MODIFY, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}}})
 	}
@@ -335,33 +411,6 @@ func (s *switchConn) modify(ctx context.Context, rt p4v1.P4RuntimeClient, eid *p
 		return fmt.Errorf("switch %s: %w", s.cfg.Name, err)
 	}
 	return nil
-}
-
-func (s *switchConn) update(ctx context.Context, rt p4v1.P4RuntimeClient, eid *p4v1.Uint128, typ p4v1.Update_Type, e *p4v1.TableEntry) error {
-	_, err := rt.Write(ctx, &p4v1.WriteRequest{DeviceId: s.cfg.DeviceID, ElectionId: eid,
-		Updates: []*p4v1.Update{{Type: typ, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}}}}})
-	return err
-}
-
-// isBatchCode reports whether a P4Runtime batch error carries code for its update.
-func isBatchCode(err error, code codes.Code) bool {
-	st, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	for _, d := range st.Details() {
-		if e, ok := d.(*p4v1.Error); ok && codes.Code(e.CanonicalCode) == code {
-			return true
-		}
-	}
-	return false
-}
-
-func tableName(info *p4info.Info, e *p4v1.TableEntry) string {
-	if t, ok := info.TableByID(e.TableId); ok {
-		return t.Preamble.Name
-	}
-	return fmt.Sprint(e.TableId)
 }
 
 // readCounters reads path_counter, the switch's view of each path's packets.
@@ -372,7 +421,7 @@ func (s *switchConn) readCounters(ctx context.Context, rt p4v1.P4RuntimeClient) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	stream, err := rt.Read(ctx, &p4v1.ReadRequest{DeviceId: s.cfg.DeviceID, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_CounterEntry{CounterEntry: ce}}}})
+	stream, err := rt.Read(ctx, &p4v1.ReadRequest{DeviceId: s.cfg.DeviceID, Role: s.cfg.Role, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_CounterEntry{CounterEntry: ce}}}})
 	if err != nil {
 		return
 	}

@@ -27,6 +27,7 @@ import (
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller"
 	"github.com/plait/plait/internal/nstest"
+	"github.com/plait/plait/internal/sockrpc"
 )
 
 // Path is one emulated path, both directions alike.
@@ -247,7 +248,7 @@ func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
 	cmd, out := l.Net.Start(l.Bin, "controller", "--network", l.Network(mode, weights), "--listen", l.CtlSock, "--metrics", "")
 	var last *pb.StatusResponse
 	if !poll(15*time.Second, func() bool {
-		c, conn, err := controller.Dial(l.CtlSock)
+		c, conn, err := controller.Dial(l.CtlSock, sockrpc.TLS{})
 		if err != nil {
 			return false
 		}
@@ -288,7 +289,7 @@ func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
 // while knows when a flow starts.
 func (l *Lab) WaitEstimates(timeout time.Duration) {
 	l.t.Helper()
-	c, conn, err := controller.Dial(l.CtlSock)
+	c, conn, err := controller.Dial(l.CtlSock, sockrpc.TLS{})
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -325,7 +326,9 @@ func (l *Lab) SetLink(i int, both bool, args ...string) {
 		ports = append(ports, "1")
 	}
 	for _, port := range ports {
-		l.Net.Run(l.Bin, append([]string{"link", "set", "--switch", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)), "--port", port}, args...)...)
+		// The controller is primary on the switch with the network file's default
+		// election id; link changes must name it.
+		l.Net.Run(l.Bin, append([]string{"link", "set", "--switch", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)), "--port", port, "--election-id", "10"}, args...)...)
 	}
 }
 

@@ -2,12 +2,16 @@ package p4switch
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	plaitv1 "github.com/plait/plait/api/plait/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -62,9 +66,53 @@ func (a linkServer) GetLinks(ctx context.Context, r *plaitv1.GetLinksRequest) (*
 	return a.s.GetLinks(ctx, r)
 }
 
+// ElectionIDKey is the gRPC metadata key a LinkEmulation client puts its P4Runtime
+// election id under ("LOW" or "HIGH:LOW", decimal).
+const ElectionIDKey = "p4-election-id"
+
+// checkLinkWriter admits a link change as P4Runtime admits a Write: while a controller
+// is primary only it may make one, naming its election id (ElectionIDKey). With no
+// primary the endpoint's own access control (mutual TLS off loopback) is all.
+func (s *Switch) checkLinkWriter(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.primary == nil {
+		return nil
+	}
+	vals := metadata.ValueFromIncomingContext(ctx, ElectionIDKey)
+	if len(vals) == 0 {
+		return status.Errorf(codes.PermissionDenied, "a controller with election id %s is primary: only it may change links (give its election id, e.g. plait link set --election-id %s)", s.primary.eid, s.primary.eid)
+	}
+	eid, err := ParseElectionID(vals[0])
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if newU128(eid) != s.primary.eid {
+		return status.Errorf(codes.PermissionDenied, "election id %s is not the primary's (%s): only the primary may change links", newU128(eid), s.primary.eid)
+	}
+	return nil
+}
+
+// ParseElectionID reads "LOW" or "HIGH:LOW".
+func ParseElectionID(v string) (*p4v1.Uint128, error) {
+	hi, lo, two := strings.Cut(v, ":")
+	if !two {
+		hi, lo = "0", v
+	}
+	h, err1 := strconv.ParseUint(hi, 10, 64)
+	l, err2 := strconv.ParseUint(lo, 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("election id %q: give LOW or HIGH:LOW in decimal", v)
+	}
+	return &p4v1.Uint128{High: h, Low: l}, nil
+}
+
 // SetLink changes the fields of a port's link that the request sets; an invalid value
 // changes nothing.
-func (s *Switch) SetLink(_ context.Context, r *plaitv1.SetLinkRequest) (*plaitv1.Link, error) {
+func (s *Switch) SetLink(ctx context.Context, r *plaitv1.SetLinkRequest) (*plaitv1.Link, error) {
+	if err := s.checkLinkWriter(ctx); err != nil {
+		return nil, err
+	}
 	if r.GetPort() > 0xffff || s.ports[uint16(r.GetPort())] == nil {
 		return nil, status.Errorf(codes.NotFound, "no port %d (ports: %v)", r.GetPort(), s.portNumbers())
 	}

@@ -138,18 +138,30 @@ func (x *AgentStatus) GetReconnects() uint64 {
 }
 
 type SwitchStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Connected     bool                   `protobuf:"varint,3,opt,name=connected,proto3" json:"connected,omitempty"`
-	Primary       bool                   `protobuf:"varint,4,opt,name=primary,proto3" json:"primary,omitempty"`
-	ElectionId    uint64                 `protobuf:"varint,5,opt,name=election_id,json=electionId,proto3" json:"election_id,omitempty"`
-	Entries       uint32                 `protobuf:"varint,6,opt,name=entries,proto3" json:"entries,omitempty"`       // entries the controller keeps installed
-	Programmed    uint64                 `protobuf:"varint,7,opt,name=programmed,proto3" json:"programmed,omitempty"` // times the switch was (re)programmed
-	LastError     string                 `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	PathPackets   map[string]uint64      `protobuf:"bytes,9,rep,name=path_packets,json=pathPackets,proto3" json:"path_packets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // path_counter cells by "tunnel/path"
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Address           string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Connected         bool                   `protobuf:"varint,3,opt,name=connected,proto3" json:"connected,omitempty"`
+	Primary           bool                   `protobuf:"varint,4,opt,name=primary,proto3" json:"primary,omitempty"`
+	ElectionId        uint64                 `protobuf:"varint,5,opt,name=election_id,json=electionId,proto3" json:"election_id,omitempty"` // the controller's, as it last arbitrated (low 64 bits)
+	Entries           uint32                 `protobuf:"varint,6,opt,name=entries,proto3" json:"entries,omitempty"`                         // entries the controller keeps installed
+	Programmed        uint64                 `protobuf:"varint,7,opt,name=programmed,proto3" json:"programmed,omitempty"`                   // times the switch was (re)programmed (reconciled)
+	LastError         string                 `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	PathPackets       map[string]uint64      `protobuf:"bytes,9,rep,name=path_packets,json=pathPackets,proto3" json:"path_packets,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // path_counter cells by "tunnel/path"
+	Role              string                 `protobuf:"bytes,10,opt,name=role,proto3" json:"role,omitempty"`                                                                                                            // P4Runtime role ("" the default role)
+	OnLostPrimary     string                 `protobuf:"bytes,11,opt,name=on_lost_primary,json=onLostPrimary,proto3" json:"on_lost_primary,omitempty"`                                                                   // yield or reclaim
+	PrimaryElectionId string                 `protobuf:"bytes,12,opt,name=primary_election_id,json=primaryElectionId,proto3" json:"primary_election_id,omitempty"`                                                       // the primary's, as the switch last announced ("" none)
+	PrimaryLost       uint64                 `protobuf:"varint,13,opt,name=primary_lost,json=primaryLost,proto3" json:"primary_lost,omitempty"`                                                                          // times another client took the switch from the controller
+	// What reprogramming cost, over the controller's life: a switch that kept its state
+	// costs no pipeline push and no delete.
+	PipelinePushes  uint64  `protobuf:"varint,14,opt,name=pipeline_pushes,json=pipelinePushes,proto3" json:"pipeline_pushes,omitempty"`
+	WriteRpcs       uint64  `protobuf:"varint,15,opt,name=write_rpcs,json=writeRpcs,proto3" json:"write_rpcs,omitempty"`
+	Inserts         uint64  `protobuf:"varint,16,opt,name=inserts,proto3" json:"inserts,omitempty"`
+	Modifies        uint64  `protobuf:"varint,17,opt,name=modifies,proto3" json:"modifies,omitempty"`
+	Deletes         uint64  `protobuf:"varint,18,opt,name=deletes,proto3" json:"deletes,omitempty"`
+	LastReconcileMs float64 `protobuf:"fixed64,19,opt,name=last_reconcile_ms,json=lastReconcileMs,proto3" json:"last_reconcile_ms,omitempty"` // from primary to programmed, the last time
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SwitchStatus) Reset() {
@@ -243,6 +255,76 @@ func (x *SwitchStatus) GetPathPackets() map[string]uint64 {
 		return x.PathPackets
 	}
 	return nil
+}
+
+func (x *SwitchStatus) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SwitchStatus) GetOnLostPrimary() string {
+	if x != nil {
+		return x.OnLostPrimary
+	}
+	return ""
+}
+
+func (x *SwitchStatus) GetPrimaryElectionId() string {
+	if x != nil {
+		return x.PrimaryElectionId
+	}
+	return ""
+}
+
+func (x *SwitchStatus) GetPrimaryLost() uint64 {
+	if x != nil {
+		return x.PrimaryLost
+	}
+	return 0
+}
+
+func (x *SwitchStatus) GetPipelinePushes() uint64 {
+	if x != nil {
+		return x.PipelinePushes
+	}
+	return 0
+}
+
+func (x *SwitchStatus) GetWriteRpcs() uint64 {
+	if x != nil {
+		return x.WriteRpcs
+	}
+	return 0
+}
+
+func (x *SwitchStatus) GetInserts() uint64 {
+	if x != nil {
+		return x.Inserts
+	}
+	return 0
+}
+
+func (x *SwitchStatus) GetModifies() uint64 {
+	if x != nil {
+		return x.Modifies
+	}
+	return 0
+}
+
+func (x *SwitchStatus) GetDeletes() uint64 {
+	if x != nil {
+		return x.Deletes
+	}
+	return 0
+}
+
+func (x *SwitchStatus) GetLastReconcileMs() float64 {
+	if x != nil {
+		return x.LastReconcileMs
+	}
+	return 0
 }
 
 type StatusResponse struct {
@@ -807,7 +889,7 @@ const file_controller_proto_rawDesc = "" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12\x1e\n" +
 	"\n" +
 	"reconnects\x18\x05 \x01(\x04R\n" +
-	"reconnects\"\xfa\x02\n" +
+	"reconnects\"\xcd\x05\n" +
 	"\fSwitchStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1c\n" +
@@ -821,7 +903,19 @@ const file_controller_proto_rawDesc = "" +
 	"programmed\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\b \x01(\tR\tlastError\x12J\n" +
-	"\fpath_packets\x18\t \x03(\v2'.plait.v1.SwitchStatus.PathPacketsEntryR\vpathPackets\x1a>\n" +
+	"\fpath_packets\x18\t \x03(\v2'.plait.v1.SwitchStatus.PathPacketsEntryR\vpathPackets\x12\x12\n" +
+	"\x04role\x18\n" +
+	" \x01(\tR\x04role\x12&\n" +
+	"\x0fon_lost_primary\x18\v \x01(\tR\ronLostPrimary\x12.\n" +
+	"\x13primary_election_id\x18\f \x01(\tR\x11primaryElectionId\x12!\n" +
+	"\fprimary_lost\x18\r \x01(\x04R\vprimaryLost\x12'\n" +
+	"\x0fpipeline_pushes\x18\x0e \x01(\x04R\x0epipelinePushes\x12\x1d\n" +
+	"\n" +
+	"write_rpcs\x18\x0f \x01(\x04R\twriteRpcs\x12\x18\n" +
+	"\ainserts\x18\x10 \x01(\x04R\ainserts\x12\x1a\n" +
+	"\bmodifies\x18\x11 \x01(\x04R\bmodifies\x12\x18\n" +
+	"\adeletes\x18\x12 \x01(\x04R\adeletes\x12*\n" +
+	"\x11last_reconcile_ms\x18\x13 \x01(\x01R\x0flastReconcileMs\x1a>\n" +
 	"\x10PathPacketsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xd6\x01\n" +

@@ -11,19 +11,25 @@ import (
 
 	"github.com/plait/plait/agent"
 	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/sockrpc"
 )
 
 func newAgentCmd() *cobra.Command {
 	var (
 		socket, pinDir, stateFile, config string
-		interval                          string
+		interval, group, listen           string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the host agent: load the eBPF datapath and serve its API",
 		Long: `Run the host agent in this host (network namespace). It loads the eBPF sender and
 receiver, pins them so they outlive it, configures tunnels and serves the agent API on a
-Unix socket. A restarted agent takes over the running datapath without interrupting it.`,
+Unix socket (mode 0600, or 0660 with --socket-group; callers are checked by their
+credentials) and, with --listen, on TCP: mutual TLS with --tls-ca/--tls-cert/--tls-key is
+required on anything but loopback. A restarted agent takes over the running datapath
+without interrupting it; a second agent refuses to start on a live socket.`,
+		Example: `  plait agent
+  plait agent --listen 192.0.2.1:9470 --tls-ca ca.pem --tls-cert h1.pem --tls-key h1-key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := parseDuration(cmd, "sample-interval", interval)
@@ -48,12 +54,24 @@ Unix socket. A restarted agent takes over the running datapath without interrupt
 				}
 			}
 			go a.Run(cmd.Context())
-			fmt.Fprintf(cmd.ErrOrStderr(), "plait agent: serving on %s\n", socket)
-			return agent.Serve(cmd.Context(), a, socket)
+			ls := []sockrpc.Listener{{Endpoint: sockrpc.Endpoint{Unix: true, Address: socket}, Group: group}}
+			if listen != "" {
+				e, err := sockrpc.ParseEndpoint(listen)
+				if err != nil || e.Unix {
+					return usagef(cmd, "--listen %q: give HOST:PORT", listen)
+				}
+				ls = append(ls, sockrpc.Listener{Endpoint: e, TLS: tlsFlags(cmd)})
+			}
+			for _, l := range ls {
+				fmt.Fprintf(cmd.ErrOrStderr(), "plait agent: serving on %s\n", l.Describe())
+			}
+			return agent.Serve(cmd.Context(), a, ls...)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&socket, "socket", agent.DefaultSocket, "Unix socket to serve the API on")
+	f.StringVar(&group, "socket-group", "", "group (name or id) whose members may use the socket too (mode 0660)")
+	f.StringVar(&listen, "listen", "", "HOST:PORT to serve the API on TCP as well (mutual TLS required unless loopback: --tls-ca, --tls-cert, --tls-key)")
 	f.StringVar(&pinDir, "pin-dir", "", "bpffs directory for pinned maps and links (default: per network namespace under /sys/fs/bpf/plait)")
 	f.StringVar(&stateFile, "state-file", "", "where the configuration survives restarts (default: per network namespace under /run/plait)")
 	f.StringVar(&config, "config", "", "JSON file with tunnels to configure at start: {\"tunnels\": [TunnelConfig, ...]}")

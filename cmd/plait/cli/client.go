@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -20,30 +21,60 @@ import (
 	"github.com/plait/plait/agent"
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller"
+	"github.com/plait/plait/internal/sockrpc"
 )
 
-// addClientFlags adds the flags every operator verb shares to root.
+// addClientFlags adds the flags every operator verb shares to root. The TLS files are
+// this end's: the CA it trusts for the other end, and its own certificate and key (a
+// daemon serves with them, a client shows them).
 func addClientFlags(root *cobra.Command) {
-	root.PersistentFlags().String("agent", envOr("PLAIT_AGENT", agent.DefaultSocket), "agent socket to talk to (env PLAIT_AGENT)")
-	root.PersistentFlags().String("controller", os.Getenv("PLAIT_CONTROLLER"), "controller socket: weights and mode go through the controller instead of the agent (env PLAIT_CONTROLLER)")
-	root.PersistentFlags().Bool("json", false, "print JSON instead of a table")
+	f := root.PersistentFlags()
+	f.String("agent", envOr("PLAIT_AGENT", agent.DefaultSocket), "agent to talk to: unix:PATH, a socket path, or HOST:PORT (env PLAIT_AGENT)")
+	f.String("controller", os.Getenv("PLAIT_CONTROLLER"), "controller: weights and mode go through the controller instead of the agent; unix:PATH, a socket path, or HOST:PORT (env PLAIT_CONTROLLER)")
+	f.String("tls-ca", os.Getenv("PLAIT_TLS_CA"), "CA certificate (PEM) the other end's certificate must be signed by (env PLAIT_TLS_CA)")
+	f.String("tls-cert", os.Getenv("PLAIT_TLS_CERT"), "this end's certificate (PEM), from `plait cert issue` (env PLAIT_TLS_CERT)")
+	f.String("tls-key", os.Getenv("PLAIT_TLS_KEY"), "this end's private key (PEM) (env PLAIT_TLS_KEY)")
+	f.Bool("json", false, "print JSON instead of a table")
 }
 
-// controllerClient connects to the controller named by --controller, or says how to name
-// one when ask is true.
-func controllerClient(cmd *cobra.Command) (pb.ControllerClient, func(), error) {
-	socket, _ := cmd.Flags().GetString("controller")
-	if socket == "" {
-		socket = controller.DefaultSocket
-	}
-	if _, err := os.Stat(socket); err != nil {
-		return nil, nil, fmt.Errorf("no controller at %s: start one with `plait controller --network FILE` or point --controller at its socket", socket)
-	}
-	c, conn, err := controller.Dial(socket)
+// tlsFlags reads --tls-ca, --tls-cert and --tls-key.
+func tlsFlags(cmd *cobra.Command) sockrpc.TLS {
+	var t sockrpc.TLS
+	t.CA, _ = cmd.Flags().GetString("tls-ca")
+	t.Cert, _ = cmd.Flags().GetString("tls-cert")
+	t.Key, _ = cmd.Flags().GetString("tls-key")
+	return t
+}
+
+// dialTarget checks that a Unix socket exists before dialling it (a TCP address is
+// tried at the first call) and dials with TLS for a TCP address.
+func dialTarget[C any](cmd *cobra.Command, target, what, start string, dial func(string, sockrpc.TLS) (C, *grpc.ClientConn, error)) (C, func(), error) {
+	var zero C
+	e, err := sockrpc.ParseEndpoint(target)
 	if err != nil {
-		return nil, nil, err
+		return zero, nil, usagef(cmd, "--%s: %v", what, err)
+	}
+	t := tlsFlags(cmd)
+	if e.Unix {
+		if _, err := os.Stat(e.Address); err != nil {
+			return zero, nil, fmt.Errorf("no %s at %s: %s or point --%s at it", what, e.Address, start, what)
+		}
+		t = sockrpc.TLS{}
+	}
+	c, conn, err := dial(target, t)
+	if err != nil {
+		return zero, nil, err
 	}
 	return c, func() { conn.Close() }, nil
+}
+
+// controllerClient connects to the controller named by --controller.
+func controllerClient(cmd *cobra.Command) (pb.ControllerClient, func(), error) {
+	target, _ := cmd.Flags().GetString("controller")
+	if target == "" {
+		target = controller.DefaultSocket
+	}
+	return dialTarget(cmd, target, "controller", "start one with `plait controller --network FILE`", controller.Dial)
 }
 
 // viaController is true when the operator named a controller: steering verbs then go
@@ -63,15 +94,8 @@ func envOr(key, def string) string {
 // agentClient connects to the agent named by --agent. The connection is lazy, so a
 // missing agent shows up as an error of the first call, which explain turns into advice.
 func agentClient(cmd *cobra.Command) (pb.AgentClient, func(), error) {
-	socket, _ := cmd.Flags().GetString("agent")
-	if _, err := os.Stat(socket); err != nil {
-		return nil, nil, fmt.Errorf("no agent at %s: start one with `plait agent` or point --agent at its socket", socket)
-	}
-	c, conn, err := agent.Dial(socket)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, func() { conn.Close() }, nil
+	target, _ := cmd.Flags().GetString("agent")
+	return dialTarget(cmd, target, "agent", "start one with `plait agent`", agent.Dial)
 }
 
 func callCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
@@ -106,7 +130,7 @@ func explain(err error) error {
 	}
 	if st, ok := status.FromError(err); ok {
 		if st.Code() == codes.Unavailable {
-			return fmt.Errorf("the agent or controller is not reachable: %s", st.Message())
+			return fmt.Errorf("the agent or controller is not reachable: %s", sockrpc.Explain(st.Message()))
 		}
 		return errors.New(st.Message())
 	}

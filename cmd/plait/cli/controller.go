@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/plait/plait/controller"
+	"github.com/plait/plait/internal/sockrpc"
 	"github.com/plait/plait/model"
 )
 
 func newControllerCmd() *cobra.Command {
-	var network, listen, metrics, cc, trace string
+	var network, listen, metrics, cc, trace, group string
 	cmd := &cobra.Command{
 		Use:   "controller --network FILE",
 		Short: "Run the controller: estimate every path and steer the splits",
@@ -29,6 +30,14 @@ datapath keeps the last split.`,
 			n, err := controller.LoadNetwork(network)
 			if err != nil {
 				return err
+			}
+			e, err := sockrpc.ParseEndpoint(listen)
+			if err != nil {
+				return usagef(cmd, "--listen: %v", err)
+			}
+			l := sockrpc.Listener{Endpoint: e, Group: group}
+			if !e.Unix {
+				l.TLS = tlsFlags(cmd)
 			}
 			var tcp model.TCP
 			if tcp.CC, err = model.ParseCC(cc); err != nil {
@@ -52,14 +61,14 @@ datapath keeps the last split.`,
 			defer cancel()
 			errc := make(chan error, 3)
 			go func() { errc <- c.Run(ctx) }()
-			go func() { errc <- controller.Serve(ctx, c, listen) }()
+			go func() { errc <- controller.Serve(ctx, c, l) }()
 			servers := 2
 			if metrics != "" {
 				servers++
 				go func() { errc <- controller.ServeMetrics(ctx, c, metrics) }()
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "plait controller: %d agents, %d switches, %d tunnels; API on %s, metrics on %s\n",
-				len(n.Agents), len(n.Switches), len(n.Tunnels), listen, metrics)
+				len(n.Agents), len(n.Switches), len(n.Tunnels), l.Describe(), metrics)
 			err = <-errc
 			cancel()
 			for i := 1; i < servers; i++ {
@@ -70,7 +79,8 @@ datapath keeps the last split.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&network, "network", "", "network file: agents, switches and tunnels to control (YAML)")
-	f.StringVar(&listen, "listen", controller.DefaultSocket, "Unix socket for the operator API")
+	f.StringVar(&listen, "listen", controller.DefaultSocket, "where to serve the operator API: unix:PATH, a socket path, or HOST:PORT (mutual TLS required unless loopback: --tls-ca, --tls-cert, --tls-key)")
+	f.StringVar(&group, "socket-group", "", "with a Unix socket: group (name or id) whose members may use it too (mode 0660)")
 	f.StringVar(&metrics, "metrics", controller.DefaultMetrics, "address for Prometheus /metrics (empty: off)")
 	f.StringVar(&trace, "trace", "", "write the estimator trace to FILE: every path's measurements and estimate at every agent report (tab-separated)")
 	f.StringVar(&cc, "cc", "cubic", "congestion control of the tunnels' flows, for the model: cubic or bbr")

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	plaitv1 "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/sockrpc"
+	"github.com/plait/plait/p4/p4switch"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -23,8 +24,10 @@ func newLinkCmd() *cobra.Command {
 	return cmd
 }
 
-func dialSwitch(addr string) (plaitv1.LinkEmulationClient, func(), error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dialSwitch connects to a switch's LinkEmulation service, with TLS when --tls-* name
+// files.
+func dialSwitch(cmd *cobra.Command, addr string) (plaitv1.LinkEmulationClient, func(), error) {
+	conn, err := sockrpc.Dial(addr, tlsFlags(cmd))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to switch %s: %w", addr, err)
 	}
@@ -33,10 +36,11 @@ func dialSwitch(addr string) (plaitv1.LinkEmulationClient, func(), error) {
 
 func newLinkSetCmd() *cobra.Command {
 	var (
-		addr     string
-		port     uint32
-		jsonOut  bool
-		setFlags = []string{"rate", "delay", "jitter", "loss", "queue", "reorder", "down", "ge"}
+		addr       string
+		electionID string
+		port       uint32
+		jsonOut    bool
+		setFlags   = []string{"rate", "delay", "jitter", "loss", "queue", "reorder", "down", "ge"}
 	)
 	cmd := &cobra.Command{
 		Use:   "set",
@@ -69,16 +73,22 @@ func newLinkSetCmd() *cobra.Command {
 			if changed == 0 {
 				return usagef(cmd, "nothing to change: give at least one of --rate, --delay, --jitter, --loss, --ge, --queue, --reorder, --down, --up")
 			}
-			client, closeConn, err := dialSwitch(addr)
+			client, closeConn, err := dialSwitch(cmd, addr)
 			if err != nil {
 				return err
 			}
 			defer closeConn()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
+			if electionID != "" {
+				if _, err := p4switch.ParseElectionID(electionID); err != nil {
+					return usagef(cmd, "--election-id: %v", err)
+				}
+				ctx = metadata.AppendToOutgoingContext(ctx, p4switch.ElectionIDKey, electionID)
+			}
 			l, err := client.SetLink(ctx, &plaitv1.SetLinkRequest{Port: port, Params: p})
 			if err != nil {
-				return fmt.Errorf("set link on %s port %d: %w", addr, port, err)
+				return fmt.Errorf("set link on %s port %d: %w", addr, port, explain(err))
 			}
 			return printLinks(cmd, []*plaitv1.Link{l}, jsonOut)
 		},
@@ -86,6 +96,7 @@ func newLinkSetCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&addr, "switch", "127.0.0.1:9559", "switch gRPC address")
 	f.Uint32Var(&port, "port", 0, "switch port")
+	f.StringVar(&electionID, "election-id", "", "while a controller is primary on the switch, only its P4Runtime election id (LOW or HIGH:LOW) may change links")
 	f.String("rate", "", "serialisation rate, e.g. 5mbit, 100kbit, 1gbit (0bit: unlimited)")
 	f.String("delay", "", "one-way delay, e.g. 45ms")
 	f.String("jitter", "", "uniform +- jitter, e.g. 2ms")
@@ -112,7 +123,7 @@ func newLinkShowCmd() *cobra.Command {
 		Short: "Show a switch's links and their counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, closeConn, err := dialSwitch(addr)
+			client, closeConn, err := dialSwitch(cmd, addr)
 			if err != nil {
 				return err
 			}

@@ -65,6 +65,7 @@ matched to the paths' capacity and delay.`,
 		newPathsCmd(),
 		newWatchCmd(),
 		newLabCmd(),
+		newCertCmd(),
 	)
 	addClientFlags(root)
 	return root

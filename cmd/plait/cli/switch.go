@@ -3,17 +3,16 @@ package cli
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/plait/plait/internal/sockrpc"
 	"github.com/plait/plait/p4/p4info"
 	"github.com/plait/plait/p4/p4switch"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 )
 
 func newSwitchCmd() *cobra.Command {
@@ -24,6 +23,8 @@ func newSwitchCmd() *cobra.Command {
 		cpuPort                uint16
 		noPipeline             bool
 		tick                   time.Duration
+		ssl, clientAuth        bool
+		caCert, cert, key      string
 	)
 	cmd := &cobra.Command{
 		Use:   "switch",
@@ -113,18 +114,27 @@ links with the same code as the embedded switch's egress ports.`,
 				return err
 			}
 			defer sw.Close()
-			lis, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", addr, err)
+			l := sockrpc.Listener{Endpoint: sockrpc.Endpoint{Address: addr}}
+			if ssl {
+				l.TLS = sockrpc.TLS{Cert: cert, Key: key}
+				if clientAuth {
+					l.TLS.CA = caCert
+				}
 			}
-			g := grpc.NewServer()
+			if clientAuth && (!ssl || caCert == "") {
+				return usagef(cmd, "--grpc-server-with-client-auth needs --grpc-server-ssl and --grpc-server-cacert")
+			}
+			g, lis, err := sockrpc.Listen(l)
+			if err != nil {
+				return err
+			}
 			sw.Register(g)
 			if err := sw.Start(); err != nil {
 				return err
 			}
 			errc := make(chan error, 1)
 			go func() { errc <- g.Serve(lis) }()
-			log.Info("switch running", "grpc", lis.Addr().String(), "ports", len(ports), "device_id", deviceID, "passthrough", pairs, "gomaxprocs", runtime.GOMAXPROCS(0))
+			log.Info("switch running", "grpc", l.Describe(), "ports", len(ports), "device_id", deviceID, "passthrough", pairs, "gomaxprocs", runtime.GOMAXPROCS(0))
 			defer func() {
 				log.Info("switch stopped", "stats", fmt.Sprintf("%+v", sw.Stats()))
 				for _, p := range sw.Ports() {
@@ -145,7 +155,13 @@ links with the same code as the embedded switch's egress ports.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "switch", "name used in logs")
-	f.StringVar(&addr, "grpc", "127.0.0.1:9559", "address to serve P4Runtime and LinkEmulation on")
+	f.StringVar(&addr, "grpc", "127.0.0.1:9559", "address to serve P4Runtime and LinkEmulation on (mutual TLS required unless loopback)")
+	// BMv2 simple_switch_grpc's names, so that a lab can start either switch alike.
+	f.BoolVar(&ssl, "grpc-server-ssl", false, "serve over TLS")
+	f.StringVar(&caCert, "grpc-server-cacert", "", "CA certificate (PEM) client certificates must be signed by")
+	f.StringVar(&cert, "grpc-server-cert", "", "the switch's certificate (PEM)")
+	f.StringVar(&key, "grpc-server-key", "", "the switch's private key (PEM)")
+	f.BoolVar(&clientAuth, "grpc-server-with-client-auth", false, "require a client certificate signed by --grpc-server-cacert (mutual TLS)")
 	f.StringArrayVar(&ports, "port", nil, "NUM=INTERFACE: a switch port on a Linux interface (repeatable)")
 	f.StringArrayVar(&links, "link", nil, "PORT:rate=5mbit,delay=100ms,jitter=1ms,loss=0.5,queue=50[,reorder][,down][,ge=p/r/lg/lb]: link emulated on the port's egress (repeatable)")
 	f.Uint64Var(&deviceID, "device-id", 1, "P4Runtime device id")
