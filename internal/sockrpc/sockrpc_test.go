@@ -219,7 +219,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("client with a certificate from the CA: %v", err)
 	}
 	err := call(addr, TLS{CA: client.CA})
-	if err == nil || !strings.Contains(Explain(err.Error()), "requires a client certificate") {
+	if err == nil || !strings.Contains(Explain(err.Error()), "give a certificate and key its CA signed") {
 		t.Fatalf("client without a certificate: %v, want a refusal asking for one", err)
 	}
 	_, _, rogue := labCA(t)

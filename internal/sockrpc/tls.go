@@ -89,6 +89,11 @@ func Explain(msg string) string {
 		{"first record does not look like a TLS handshake", "the server speaks plaintext: dial it without TLS"},
 		{"connection closed before server preface", "the server may want TLS: give a CA, certificate and key"},
 		{"certificate has expired", "a certificate has expired: issue a new one"},
+		// With TLS 1.3 the server checks the client's certificate after the client
+		// thinks the handshake is done; a refusal may then reach it as a closed
+		// connection instead of the alert.
+		{"broken pipe", "the server closed the connection: if it requires mutual TLS, give a certificate and key its CA signed"},
+		{"connection reset by peer", "the server closed the connection: if it requires mutual TLS, give a certificate and key its CA signed"},
 	}
 	for _, h := range hints {
 		if strings.Contains(msg, h.says) {
