@@ -11,6 +11,7 @@
 //
 // All switches and the controller live in one namespace ("net", where Mininet keeps its
 // switches) so that P4Runtime runs over its loopback; agents talk over Unix sockets.
+// Options.Deploy moves the controller to a namespace of its own (deploy.go).
 package labnet
 
 import (
@@ -46,6 +47,8 @@ type Lab struct {
 	Dir       string
 	H1, H2    *nstest.NS
 	Net       *nstest.NS
+	Ctl       *nstest.NS // the controller's: Net, or its own with Deploy
+	PKI       string     // with Deploy: the lab CA's directory
 	Paths     []Path
 	Ideal     bool
 	Sock1     string
@@ -54,6 +57,7 @@ type Lab struct {
 	Telemetry bool
 	Full      bool
 	Tick      time.Duration
+	ctl       *exec.Cmd
 }
 
 // Options of a lab.
@@ -63,6 +67,7 @@ type Options struct {
 	Full      bool          // tunnels encapsulate every packet whole (no compact TCP)
 	Tick      time.Duration // the switches' links send once per tick, as an LTE cell per TTI
 	Weights   []float64
+	Deploy    bool // the controller reaches agents and switches over TCP with mutual TLS (deploy.go)
 }
 
 // Binary builds the plait binary once into dir and returns its path.
@@ -85,6 +90,10 @@ func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
 	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
 	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
+	l.Ctl = l.Net
+	if opts.Deploy {
+		l.deploy()
+	}
 	for i, p := range paths {
 		l.link(i+1, p)
 	}
@@ -161,11 +170,11 @@ func (l *Lab) link(i int, p Path) {
 	if p.Queue > 0 {
 		link += fmt.Sprintf(",queue=%d", p.Queue)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", grpcPort(i))
+	addr := l.SwitchAddr(i)
 	l.start(sw, l.Net, func() bool {
-		_, err := l.Net.Try(l.Bin, "link", "show", "--switch", addr)
+		_, err := l.Net.Try(l.Bin, append(l.TLSArgs("controller"), "link", "show", "--switch", addr)...)
 		return err == nil
-	}, "switch", "--name", sw, "--grpc", addr, "--port", "1="+sw+"-1", "--port", "2="+sw+"-2", "--link", "1:"+link, "--link", "2:"+link, "--tick", l.Tick.String())
+	}, append([]string{"switch", "--name", sw, "--grpc", addr, "--port", "1=" + sw + "-1", "--port", "2=" + sw + "-2", "--link", "1:" + link, "--link", "2:" + link, "--tick", l.Tick.String()}, l.switchTLSArgs()...)...)
 }
 
 // proc is a switch or agent the lab can restart.
@@ -195,8 +204,9 @@ func (l *Lab) Restart(name string) {
 }
 
 func (l *Lab) startAgent(ns *nstest.NS, sock string) {
-	l.start(filepath.Base(sock[:len(sock)-len(".sock")]), ns, func() bool { _, err := os.Stat(sock); return err == nil },
-		"agent", "--socket", sock, "--sample-interval", "25ms")
+	name := filepath.Base(sock[:len(sock)-len(".sock")])
+	l.start(name, ns, func() bool { _, err := os.Stat(sock); return err == nil },
+		append([]string{"agent", "--socket", sock, "--sample-interval", "25ms"}, l.agentTLSArgs(name)...)...)
 }
 
 func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float64) {
@@ -223,13 +233,18 @@ func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float6
 // Network writes the controller's network file for the lab; mode is the tunnel's.
 func (l *Lab) Network(mode string, weights []float64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "interval: 100ms\nagents:\n  h1: %s\n  h2: %s\nswitches:\n", l.Sock1, l.Sock2)
+	fmt.Fprintf(&b, "interval: 100ms\n")
+	if l.PKI != "" {
+		t := l.TLS("controller")
+		fmt.Fprintf(&b, "tls: {ca: %s, cert: %s, key: %s}\n", t.CA, t.Cert, t.Key)
+	}
+	fmt.Fprintf(&b, "agents:\n  h1: %s\n  h2: %s\nswitches:\n", l.AgentAddr("h1"), l.AgentAddr("h2"))
 	first := 1
 	if l.Ideal {
 		first = 0
 	}
 	for i := first; i <= len(l.Paths); i++ {
-		fmt.Fprintf(&b, "  s%d:\n    address: 127.0.0.1:%d\n    forward: {1: 2, 2: 1}\n", i, grpcPort(i))
+		fmt.Fprintf(&b, "  s%d:\n    address: %s\n    forward: {1: 2, 2: 1}\n", i, l.SwitchAddr(i))
 	}
 	fmt.Fprintf(&b, "tunnels:\n  - id: 1\n    hosts: [h1, h2]\n    mode: %s\n", mode)
 	if weights != nil {
@@ -245,7 +260,8 @@ func (l *Lab) Network(mode string, weights []float64) string {
 // StartController runs the controller (in the switches' namespace) and returns a
 // function that stops it.
 func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
-	cmd, out := l.Net.Start(l.Bin, "controller", "--network", l.Network(mode, weights), "--listen", l.CtlSock, "--metrics", "")
+	cmd, out := l.Ctl.Start(l.Bin, "controller", "--network", l.Network(mode, weights), "--listen", l.CtlSock, "--metrics", "")
+	l.ctl = cmd
 	var last *pb.StatusResponse
 	if !poll(15*time.Second, func() bool {
 		c, conn, err := controller.Dial(l.CtlSock, sockrpc.TLS{})
@@ -284,6 +300,12 @@ func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
 	}
 }
 
+// KillController kills the controller as a crash would (SIGKILL): it cleans nothing up.
+func (l *Lab) KillController() {
+	l.ctl.Process.Kill()
+	l.ctl.Wait()
+}
+
 // WaitEstimates waits until the controller has every path up with a known delay both
 // ways, and a known capacity towards h2: what a controller that has been running for a
 // while knows when a flow starts.
@@ -316,7 +338,7 @@ func (l *Lab) WaitEstimates(timeout time.Duration) {
 
 // Plait runs the plait CLI in the switches' namespace against the controller.
 func (l *Lab) Plait(args ...string) string {
-	return l.Net.Run(l.Bin, append([]string{"--controller", l.CtlSock}, args...)...)
+	return l.Ctl.Run(l.Bin, append([]string{"--controller", l.CtlSock}, args...)...)
 }
 
 // SetLink changes path i's link (1-based) in the direction towards h2, or both.
@@ -328,7 +350,7 @@ func (l *Lab) SetLink(i int, both bool, args ...string) {
 	for _, port := range ports {
 		// The controller is primary on the switch with the network file's default
 		// election id; link changes must name it.
-		l.Net.Run(l.Bin, append([]string{"link", "set", "--switch", fmt.Sprintf("127.0.0.1:%d", grpcPort(i)), "--port", port, "--election-id", "10"}, args...)...)
+		l.Ctl.Run(l.Bin, append(append(l.TLSArgs("controller"), "link", "set", "--switch", l.SwitchAddr(i), "--port", port, "--election-id", "10"), args...)...)
 	}
 }
 

@@ -88,6 +88,7 @@ func Explain(msg string) string {
 		{"certificate is valid for", "the server's certificate does not name the address dialled: issue it for that host (plait cert issue --host)"},
 		{"first record does not look like a TLS handshake", "the server speaks plaintext: dial it without TLS"},
 		{"connection closed before server preface", "the server may want TLS: give a CA, certificate and key"},
+		{"error reading server preface: EOF", "the server closed the connection at once: it may want TLS, give a CA, certificate and key"},
 		{"certificate has expired", "a certificate has expired: issue a new one"},
 		// With TLS 1.3 the server checks the client's certificate after the client
 		// thinks the handshake is done; a refusal may then reach it as a closed

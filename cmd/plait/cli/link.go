@@ -88,7 +88,7 @@ func newLinkSetCmd() *cobra.Command {
 			}
 			l, err := client.SetLink(ctx, &plaitv1.SetLinkRequest{Port: port, Params: p})
 			if err != nil {
-				return fmt.Errorf("set link on %s port %d: %w", addr, port, explain(err))
+				return fmt.Errorf("set link on %s port %d: %s", addr, port, sockrpc.Explain(err.Error()))
 			}
 			return printLinks(cmd, []*plaitv1.Link{l}, jsonOut)
 		},
@@ -132,7 +132,7 @@ func newLinkShowCmd() *cobra.Command {
 			defer cancel()
 			resp, err := client.GetLinks(ctx, &plaitv1.GetLinksRequest{Port: port})
 			if err != nil {
-				return fmt.Errorf("get links from %s: %w", addr, err)
+				return fmt.Errorf("get links from %s: %s", addr, sockrpc.Explain(err.Error()))
 			}
 			return printLinks(cmd, resp.GetLinks(), jsonOut)
 		},
