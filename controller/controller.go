@@ -415,6 +415,13 @@ func (c *Controller) followAgent(ctx context.Context, a *agentConn) error {
 				}
 				d.setPaths(names, now)
 				d.pushed = false
+				// Adopt what the agent decided while the controller was away: a path it
+				// took out stays out until the estimates show it delivering again.
+				for i, p := range t.Paths {
+					if !p.Up && d.ests[i].est.RxPackets == 0 {
+						d.ests[i].est.Alive = false
+					}
+				}
 			}
 		}
 	}

@@ -26,7 +26,9 @@ func newAgentCmd() *cobra.Command {
 receiver, pins them so they outlive it, configures tunnels and serves the agent API on a
 Unix socket (mode 0600, or 0660 with --socket-group; callers are checked by their
 credentials) and, with --listen, on TCP: mutual TLS with --tls-ca/--tls-cert/--tls-key is
-required on anything but loopback. A restarted agent takes over the running datapath
+required on anything but loopback. The agent takes a path on which its peer's packets
+have stopped arriving out of its split itself, within 200 ms, and puts it back when they
+arrive again, with or without a controller. A restarted agent takes over the running datapath
 without interrupting it; a second agent refuses to start on a live socket.`,
 		Example: `  plait agent
   plait agent --listen 192.0.2.1:9470 --tls-ca ca.pem --tls-cert h1.pem --tls-key h1-key.pem`,
@@ -54,6 +56,7 @@ without interrupting it; a second agent refuses to start on a live socket.`,
 				}
 			}
 			go a.Run(cmd.Context())
+			go a.RunLiveness(cmd.Context())
 			ls := []sockrpc.Listener{{Endpoint: sockrpc.Endpoint{Unix: true, Address: socket}, Group: group}}
 			if listen != "" {
 				e, err := sockrpc.ParseEndpoint(listen)

@@ -1,0 +1,108 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/plait/plait/agent"
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/controller"
+	"github.com/plait/plait/internal/labnet"
+	"github.com/plait/plait/internal/sockrpc"
+)
+
+// pathUp polls an agent until path's state is up, and returns how long that took.
+func pathUp(t *testing.T, ag pb.AgentClient, path string, up bool, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		l, err := ag.ListTunnels(context.Background(), &pb.Empty{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range l.Tunnels[0].Paths {
+			if p.Config.Name == path && p.Up == up && (up || p.Weight == 0) {
+				return time.Since(start)
+			}
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("path %s not up=%v within %v: %v", path, up, limit, l.Tunnels[0].Paths)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A path fails while the controller is down: the agents take it out of their splits
+// themselves within 300 ms and put it back when it works again; a flow through the
+// tunnel never stalls for a second; the controller, when back, keeps what they did.
+func TestPathFailsWhileControllerIsDown(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	lab := labnet.New(t, bin, a2, labnet.Options{Telemetry: true})
+	lab.StartController("auto", nil)
+	lab.WaitEstimates(10 * time.Second)
+	lab.KillController()
+	var ags []pb.AgentClient
+	for _, sock := range []string{lab.Sock1, lab.Sock2} {
+		ag, conn, err := agent.Dial(sock, sockrpc.TLS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ags = append(ags, ag)
+	}
+	wait := flow(t, lab, 10)
+	time.Sleep(3 * time.Second)
+
+	// Path c (the fastest) fails both ways; the clock starts before the command that
+	// takes it down, so the time includes the command's own.
+	down := time.Now()
+	lab.SetLink(3, true, "--down")
+	for _, ag := range ags {
+		pathUp(t, ag, "c", false, time.Second)
+	}
+	tookOut := time.Since(down)
+
+	// The controller comes back while the path is still dead: it keeps it out.
+	stop := lab.StartController("auto", nil)
+	defer stop()
+	ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(time.Second)
+	for _, ag := range ags {
+		pathUp(t, ag, "c", false, 0)
+	}
+	for _, d := range mustPaths(t, ctl).Directions {
+		if p := d.Paths[2]; p.Name != "c" || p.Up || p.Weight != 0 {
+			t.Errorf("controller back: %s->%s path %s up=%v weight %.2f, want c down with no share", d.From, d.To, p.Name, p.Up, p.Weight)
+		}
+	}
+	back := time.Now()
+	lab.SetLink(3, true, "--up")
+	for _, ag := range ags {
+		pathUp(t, ag, "c", true, 2*time.Second)
+	}
+	putBack := time.Since(back)
+	stall := wait()
+	t.Logf("path c out of both splits %v after it failed, back in both %v after it recovered (controller running); longest stall %v", tookOut, putBack, stall)
+	if tookOut > 300*time.Millisecond {
+		t.Errorf("the dead path was taken out after %v, want within 300 ms", tookOut)
+	}
+	if stall > time.Second {
+		t.Errorf("the flow stalled for %v", stall)
+	}
+}
+
+func mustPaths(t *testing.T, ctl pb.ControllerClient) *pb.PathsResponse {
+	t.Helper()
+	p, err := ctl.Paths(context.Background(), &pb.PathsRequest{TunnelId: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
