@@ -106,6 +106,7 @@ type Telemetry struct {
 	QueueUs   uint32
 	MaxQdepth uint16
 	Hops      uint8
+	Reserved  uint8 // 0 from senders; a switch passes on what it received, as P4 does
 }
 
 var ErrShort = errors.New("wire: packet too short for a Plait header")
@@ -143,7 +144,7 @@ func ParseHeader(b []byte) (Header, error) {
 func AppendTelemetry(b []byte, t Telemetry) []byte {
 	b = binary.BigEndian.AppendUint32(b, t.QueueUs)
 	b = binary.BigEndian.AppendUint16(b, t.MaxQdepth)
-	return append(b, t.Hops, 0)
+	return append(b, t.Hops, t.Reserved)
 }
 
 // ParseTelemetry reads a telemetry block from the start of b.
@@ -155,5 +156,6 @@ func ParseTelemetry(b []byte) (Telemetry, error) {
 		QueueUs:   binary.BigEndian.Uint32(b),
 		MaxQdepth: binary.BigEndian.Uint16(b[4:]),
 		Hops:      b[6],
+		Reserved:  b[7],
 	}, nil
 }

@@ -27,7 +27,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 }
 
 func TestTelemetryRoundTrip(t *testing.T) {
-	tel := Telemetry{QueueUs: 70000, MaxQdepth: 513, Hops: 2}
+	tel := Telemetry{QueueUs: 70000, MaxQdepth: 513, Hops: 2, Reserved: 5}
 	b := AppendTelemetry(nil, tel)
 	if len(b) != TelemetryLen {
 		t.Fatalf("telemetry is %d bytes, want %d", len(b), TelemetryLen)

@@ -29,8 +29,8 @@ const (
 	lenEth     = 14
 	lenIPv4    = 20
 	lenUDP     = 8
-	lenPlait   = 16
-	lenTel     = 8
+	lenPlait   = wire.HeaderLen
+	lenTel     = wire.TelemetryLen
 	// encapLen is what path_encap adds in front of the packet's IPv4 header.
 	encapLen = lenIPv4 + lenUDP + lenPlait + lenTel
 )
@@ -52,19 +52,6 @@ type ipv4Hdr struct {
 
 type udpHdr struct{ srcPort, dstPort, length, checksum uint16 }
 
-type plaitHdr struct {
-	version, flags, pathID uint8
-	tunnelID               uint16
-	seq, pathSeq, txNs     uint32
-}
-
-type plaitTelHdr struct {
-	queueUs   uint32
-	maxQdepth uint16
-	hops      uint8
-	reserved  uint8
-}
-
 // headers is the parsed representation (P4's hdr) of one packet.
 type headers struct {
 	valid      uint16
@@ -74,8 +61,8 @@ type headers struct {
 	eth        ethernetHdr
 	ipv4       ipv4Hdr
 	udp        udpHdr
-	plait      plaitHdr
-	tel        plaitTelHdr
+	plait      wire.Header
+	tel        wire.Telemetry
 	inner      ipv4Hdr
 }
 
@@ -130,25 +117,21 @@ func parse(frame []byte, ingressPort, cpuPort uint16, h *headers) int {
 	if len(frame)-off < lenPlait {
 		return off
 	}
-	b = frame[off:]
-	h.plait = plaitHdr{
-		version: b[0] >> 4, flags: b[0] & 0xf, pathID: b[1],
-		tunnelID: binary.BigEndian.Uint16(b[2:]), seq: binary.BigEndian.Uint32(b[4:]),
-		pathSeq: binary.BigEndian.Uint32(b[8:]), txNs: binary.BigEndian.Uint32(b[12:]),
-	}
+	// plait.p4's parser takes any version, as the switch must forward what it does not
+	// know: ParseHeader's version error is not a parse error here.
+	h.plait, _ = wire.ParseHeader(frame[off:])
 	h.valid |= hPlait
 	off += lenPlait
-	if h.plait.flags&wire.FlagTelemetry != 0 {
+	if h.plait.Flags&wire.FlagTelemetry != 0 {
 		if len(frame)-off < lenTel {
 			return off
 		}
-		b = frame[off:]
-		h.tel = plaitTelHdr{binary.BigEndian.Uint32(b), binary.BigEndian.Uint16(b[4:]), b[6], b[7]}
+		h.tel, _ = wire.ParseTelemetry(frame[off:])
 		h.valid |= hPlaitTel
 		off += lenTel
 	}
 	// Probes end here; compact packets go on with a TCP segment, not an IPv4 header.
-	if h.plait.flags&(wire.FlagProbe|wire.FlagCompact) != 0 || len(frame)-off < lenIPv4 {
+	if h.plait.Flags&(wire.FlagProbe|wire.FlagCompact) != 0 || len(frame)-off < lenIPv4 {
 		return off
 	}
 	readIPv4(frame[off:], &h.inner)
@@ -194,11 +177,8 @@ func (h *headers) headerLen() int {
 }
 
 // deparse writes the valid headers, in plait.p4's emit order, into b, which must be
-// headerLen() long. The IPv4 checksum is recomputed first, as PlaitComputeChecksum does.
+// headerLen() long. The IPv4 checksum is recomputed, as PlaitComputeChecksum does.
 func (h *headers) deparse(b []byte) {
-	if h.has(hIPv4) && h.ipv4.ihl == 5 {
-		h.ipv4.checksum = ipv4Checksum(&h.ipv4)
-	}
 	off := 0
 	if h.has(hPacketIn) {
 		b[0] = byte(h.packetIn >> 1)
@@ -217,6 +197,11 @@ func (h *headers) deparse(b []byte) {
 		off += lenEth
 	}
 	if h.has(hIPv4) {
+		if h.ipv4.ihl == 5 {
+			h.ipv4.checksum = 0
+			writeIPv4(b[off:], &h.ipv4)
+			h.ipv4.checksum = wire.Checksum(b[off : off+lenIPv4])
+		}
 		writeIPv4(b[off:], &h.ipv4)
 		off += lenIPv4
 	}
@@ -227,40 +212,16 @@ func (h *headers) deparse(b []byte) {
 		binary.BigEndian.PutUint16(b[off+6:], h.udp.checksum)
 		off += lenUDP
 	}
+	// Appending to an empty slice of b writes in place: b has room for every header.
 	if h.has(hPlait) {
-		p := &h.plait
-		b[off] = p.version<<4 | p.flags&0xf
-		b[off+1] = p.pathID
-		binary.BigEndian.PutUint16(b[off+2:], p.tunnelID)
-		binary.BigEndian.PutUint32(b[off+4:], p.seq)
-		binary.BigEndian.PutUint32(b[off+8:], p.pathSeq)
-		binary.BigEndian.PutUint32(b[off+12:], p.txNs)
+		wire.AppendHeader(b[off:off], h.plait)
 		off += lenPlait
 	}
 	if h.has(hPlaitTel) {
-		binary.BigEndian.PutUint32(b[off:], h.tel.queueUs)
-		binary.BigEndian.PutUint16(b[off+4:], h.tel.maxQdepth)
-		b[off+6] = h.tel.hops
-		b[off+7] = h.tel.reserved
+		wire.AppendTelemetry(b[off:off], h.tel)
 		off += lenTel
 	}
 	if h.has(hInnerIPv4) {
 		writeIPv4(b[off:], &h.inner)
 	}
-}
-
-// ipv4Checksum is csum16 over the 20 fixed header bytes with the checksum field zero.
-func ipv4Checksum(ip *ipv4Hdr) uint16 {
-	var b [lenIPv4]byte
-	c := *ip
-	c.checksum = 0
-	writeIPv4(b[:], &c)
-	var sum uint32
-	for i := 0; i < lenIPv4; i += 2 {
-		sum += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
 }

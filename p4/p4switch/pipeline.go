@@ -96,7 +96,7 @@ func (p *Pipeline) egress(s *packetState) {
 		h.valid |= hPacketIn
 		h.packetIn = sm.ingressPort
 	} else if h.has(hPlait) {
-		p.counters[ctrPath].count(int(h.plait.tunnelID&(maxTunnels-1))*maxPaths+int(h.plait.pathID&(maxPaths-1)), s.ingressLen)
+		p.counters[ctrPath].count(int(h.plait.TunnelID&(maxTunnels-1))*maxPaths+int(h.plait.PathID&(maxPaths-1)), s.ingressLen)
 		if h.has(hPlaitTel) {
 			e, _ := p.tables[tblPortTelemetry].lookup([maxKeys]uint64{uint64(sm.egressPort)})
 			p.exec(e, s)
@@ -130,9 +130,9 @@ func (p *Pipeline) exec(e *entry, s *packetState) {
 		p.encap(s, a)
 	case actStampTelemetry:
 		q := uint16(sm.enqQdepth)
-		h.tel.queueUs += sm.deqTimedeltaUs
-		h.tel.maxQdepth = max(h.tel.maxQdepth, q)
-		h.tel.hops++
+		h.tel.QueueUs += sm.deqTimedeltaUs
+		h.tel.MaxQdepth = max(h.tel.MaxQdepth, q)
+		h.tel.Hops++
 		if h.has(hUDP) {
 			h.udp.checksum = 0
 		}
@@ -154,11 +154,11 @@ func (p *Pipeline) encap(s *packetState, a *[maxParams]uint64) {
 
 	h.valid |= hUDP | hPlait | hPlaitTel
 	h.udp = udpHdr{srcPort: plaitUDPPort, dstPort: plaitUDPPort, length: h.inner.totalLen + encapLen - lenIPv4}
-	h.plait = plaitHdr{
-		version: plaitVersion, flags: wire.FlagTelemetry, pathID: m.pathID, tunnelID: m.tunnelID,
-		seq: seq, pathSeq: pseq, txNs: uint32(sm.ingressTsUs * 1000),
+	h.plait = wire.Header{
+		Version: plaitVersion, Flags: wire.FlagTelemetry, PathID: m.pathID, TunnelID: m.tunnelID,
+		Seq: seq, PathSeq: pseq, TxNs: uint32(sm.ingressTsUs * 1000),
 	}
-	h.tel = plaitTelHdr{}
+	h.tel = wire.Telemetry{}
 	putMAC(&h.eth.src, a[0])
 	putMAC(&h.eth.dst, a[1])
 	sm.egressSpec = uint16(a[4])
