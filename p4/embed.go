@@ -9,3 +9,14 @@ import _ "embed"
 //
 //go:embed build/plait.p4info.txtpb
 var P4InfoText []byte
+
+// plait.p4's limits (its #defines), for Go code that must agree with the program: the
+// embedded switch's tables and registers, and the controller's slot tables.
+// tests/wireformat checks them against plait.p4 and the datapath's C and Go definitions.
+const (
+	MaxTunnels = 64  // MAX_TUNNELS: split state slots (tunnel_index) and path_counter rows
+	MaxPaths   = 8   // MAX_PATHS: paths of a tunnel, path_counter columns
+	SplitSlots = 256 // SPLIT_SLOTS: slot table entries per tunnel and generation
+	Ports      = 512 // PORTS: bit<9> port numbers, the per-port tables and counters
+	CPUPort    = 255 // CPU_PORT unless plait.p4 is compiled with -DCPU_PORT=N
+)

@@ -77,6 +77,7 @@ type Program struct {
 	Counters  []*Counter
 	Registers []*Register
 	Consts    map[string]int64
+	Defines   map[string]int64 // numeric #define values (MAX_TUNNELS, ...), after expansion
 	structs   map[string]map[string]string // struct type -> member -> type
 }
 
@@ -111,11 +112,21 @@ var standardMetadata = map[string]int{
 // ParseFile reads a P4 program, following #include "..." relative to the including file
 // (system includes such as <core.p4> are skipped).
 func ParseFile(path string) (*Program, error) {
-	src, err := preprocess(path, map[string]string{})
+	defines := map[string]string{}
+	src, err := preprocess(path, defines)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(src)
+	p, err := Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range defines {
+		if n, err := p.eval(v); err == nil {
+			p.Defines[name] = n
+		}
+	}
+	return p, nil
 }
 
 var (
@@ -211,6 +222,7 @@ func Parse(src string) (*Program, error) {
 	p := &Program{
 		Headers: map[string]*Header{},
 		Consts:  map[string]int64{},
+		Defines: map[string]int64{},
 		structs: map[string]map[string]string{},
 	}
 	for _, m := range reConst.FindAllStringSubmatch(src, -1) {

@@ -1,5 +1,7 @@
 package p4switch
 
+import "github.com/plait/plait/p4"
+
 // The objects of plait.p4 that the Go pipeline implements, by the names p4c gives them.
 // Binding a P4Info (bind.go) maps each to its P4Runtime ID; the pipeline itself only
 // uses these indices.
@@ -69,15 +71,15 @@ const (
 	maxKeys   = 3
 	maxParams = 5
 
-	maxTunnels = 64
-	maxPaths   = 8
-	splitSlots = 256
-	numPorts   = 512
+	maxTunnels = p4.MaxTunnels
+	maxPaths   = p4.MaxPaths
+	splitSlots = p4.SplitSlots
+	numPorts   = p4.Ports
 
 	// dropPort is v1model's egress_spec after mark_to_drop.
 	dropPort = 511
 	// DefaultCPUPort is plait.p4's CPU_PORT unless it is compiled with -DCPU_PORT=N.
-	DefaultCPUPort = 255
+	DefaultCPUPort = p4.CPUPort
 )
 
 const (

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/plait/plait/ebpf/datapath"
 	"github.com/plait/plait/split"
 	"github.com/plait/plait/wire"
 )
@@ -19,8 +20,9 @@ import (
 // checks them against wire.Layout: names, bit offsets, sizes, and a big-endian typedef
 // (__be16/__be32) for every multi-byte field. C cannot address a nibble, so consecutive
 // sub-byte layout fields form one C member (version + flags = ver_flags). The constants
-// plait.h defines are checked against wire's too, and consts.h's wrr table length against
-// split's, through an enum that carries them into BTF.
+// plait.h defines are checked against wire's too, and consts.h's wrr table length and
+// tunnel slots against split's and the datapath's, through an enum that carries them into
+// BTF.
 func TestCLayout(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "layout.c")
@@ -34,7 +36,7 @@ enum plait_consts {
 	c_f_probe = PLAIT_F_PROBE, c_f_telemetry = PLAIT_F_TELEMETRY, c_f_compact = PLAIT_F_COMPACT,
 	c_max_paths = PLAIT_MAX_PATHS, c_encap_len = PLAIT_ENCAP_LEN, c_compact_len = PLAIT_COMPACT_LEN,
 	c_ip_encap_len = PLAIT_IP_ENCAP_LEN, c_ip_compact_len = PLAIT_IP_COMPACT_LEN, c_tel_len = PLAIT_TEL_LEN,
-	c_wrr_slots = WRR_SLOTS,
+	c_wrr_slots = WRR_SLOTS, c_max_tunnels = MAX_TUNNELS,
 } c;
 `), 0o644); err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ enum plait_consts {
 		"c_f_probe": wire.FlagProbe, "c_f_telemetry": wire.FlagTelemetry, "c_f_compact": wire.FlagCompact,
 		"c_max_paths": wire.MaxPaths, "c_encap_len": wire.EncapLen, "c_compact_len": wire.CompactLen,
 		"c_ip_encap_len": wire.IPEncapLen, "c_ip_compact_len": wire.IPCompactLen, "c_tel_len": wire.TelemetryLen,
-		"c_wrr_slots": split.HostSlots,
+		"c_wrr_slots": split.HostSlots, "c_max_tunnels": datapath.MaxTunnels,
 	}
 	for _, v := range consts.Values {
 		if v.Value != want[v.Name] {

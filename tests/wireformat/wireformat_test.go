@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/plait/plait/controller"
+	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/p4"
 	"github.com/plait/plait/p4/p4src"
 	"github.com/plait/plait/wire"
 )
@@ -44,8 +47,37 @@ func TestP4Layout(t *testing.T) {
 	if c := prog.Consts["PLAIT_VERSION"]; c != wire.Version {
 		t.Errorf("P4 PLAIT_VERSION %d, wire.Version %d", c, wire.Version)
 	}
+	checkP4Limits(t, prog)
 	if prog.Consts["PLAIT_F_PROBE"] != wire.FlagProbe || prog.Consts["PLAIT_F_TELEMETRY"] != wire.FlagTelemetry || prog.Consts["PLAIT_F_COMPACT"] != wire.FlagCompact {
 		t.Errorf("P4 flags %d/%d/%d, wire %d/%d/%d", prog.Consts["PLAIT_F_PROBE"], prog.Consts["PLAIT_F_TELEMETRY"], prog.Consts["PLAIT_F_COMPACT"], wire.FlagProbe, wire.FlagTelemetry, wire.FlagCompact)
+	}
+}
+
+// checkP4Limits holds plait.p4's #defines to the Go definitions that must agree with them:
+// package p4's mirror (the embedded switch's tables), the paths a tunnel may have (wire,
+// and through it the C PLAIT_MAX_PATHS), the hosts' tunnel slots (the datapath, and
+// through it the C MAX_TUNNELS, see TestCLayout) and the controller's slot tables.
+func checkP4Limits(t *testing.T, prog *p4src.Program) {
+	for _, c := range []struct {
+		define string
+		goName string
+		goVal  int64
+	}{
+		{"MAX_PATHS", "p4.MaxPaths", p4.MaxPaths},
+		{"MAX_PATHS", "wire.MaxPaths", wire.MaxPaths},
+		{"MAX_TUNNELS", "p4.MaxTunnels", p4.MaxTunnels},
+		{"MAX_TUNNELS", "datapath.MaxTunnels", datapath.MaxTunnels},
+		{"SPLIT_SLOTS", "p4.SplitSlots", p4.SplitSlots},
+		{"SPLIT_SLOTS", "controller.SplitSlots", controller.SplitSlots},
+		{"PORTS", "p4.Ports", p4.Ports},
+		{"CPU_PORT", "p4.CPUPort", p4.CPUPort},
+	} {
+		v, ok := prog.Defines[c.define]
+		if !ok {
+			t.Errorf("plait.p4 defines no %s", c.define)
+		} else if v != c.goVal {
+			t.Errorf("plait.p4 %s = %d, %s = %d", c.define, v, c.goName, c.goVal)
+		}
 	}
 }
 
@@ -62,12 +94,14 @@ func TestGoEncoderMatchesLayout(t *testing.T) {
 		"queue_us":   func(v uint64) []byte { return wire.AppendTelemetry(nil, wire.Telemetry{QueueUs: uint32(v)}) },
 		"max_qdepth": func(v uint64) []byte { return wire.AppendTelemetry(nil, wire.Telemetry{MaxQdepth: uint16(v)}) },
 		"hops":       func(v uint64) []byte { return wire.AppendTelemetry(nil, wire.Telemetry{Hops: uint8(v)}) },
+		"reserved":   func(v uint64) []byte { return wire.AppendTelemetry(nil, wire.Telemetry{Reserved: uint8(v)}) },
 	}
 	for st, fields := range wire.Layout {
 		for _, f := range fields {
 			enc, ok := set[f.Name]
 			if !ok {
-				continue // reserved
+				t.Errorf("%s.%s: no encoder for the field", st, f.Name)
+				continue
 			}
 			v := uint64(1)<<(f.Bits-1) | 1 // top and bottom bit of the field
 			got := enc(v)
