@@ -2,10 +2,12 @@
 
 PlaitHost is a host whose agent (``plait agent``) starts with it and stops with it.
 EmbeddedSwitch runs ``plait switch`` on its interfaces and emulates the link on every
-egress port; BMv2Switch runs ``simple_switch_grpc`` and emulates links with netem. Both
-switch kinds live in the root namespace, like Mininet's own OVS switches, so that the
-controller reaches every switch's gRPC address on 127.0.0.1; their interfaces carry only
-the lab's own traffic. Tables start empty: ``plait controller`` programs the switches.
+egress port; BMv2Switch runs ``simple_switch_grpc`` and puts a link element (``plait
+switch --passthrough``, the same link code) in series with its shaped ports, so BMv2
+labs need no netem. Both switch kinds live in the root namespace, like Mininet's own OVS
+switches, so that the controller reaches every switch's gRPC address on 127.0.0.1; their
+interfaces carry only the lab's own traffic. Tables start empty: ``plait controller``
+programs the switches.
 
 Every lab interface gets checksum and segmentation offloads off: the switches are
 userspace programs that need wire-sized frames with complete checksums.
@@ -79,18 +81,6 @@ def link_spec(link):
         parts.append("loss=%g" % (100 * link["loss"]))
     parts.append("queue=%d" % link["queue"])
     return ",".join(parts)
-
-
-def netem_args(link):
-    """Returns tc netem arguments for a link dict (the BMv2 switch's link emulation)."""
-    args = ["rate", "%dbit" % round(link["rate_bps"])]
-    args += ["delay", "%dus" % (link.get("delay_ns", 0) // 1000)]
-    if link.get("jitter_ns"):
-        args += ["%dus" % (link["jitter_ns"] // 1000)]
-    if link.get("loss"):
-        args += ["loss", "%g%%" % (100 * link["loss"])]
-    args += ["limit", str(link["queue"])]
-    return args
 
 
 class PlaitHost(Host):
@@ -233,39 +223,36 @@ class P4Switch(Switch):
         return {p: i.name for i, p in self.ports.items() if i.name != "lo"}
 
     def prepare_intfs(self):
-        for port, ifname in sorted(self.data_ports().items()):
-            subprocess.run(["ethtool", "-K", ifname] + OFFLOADS, capture_output=True)
-            try:
-                with open("/proc/sys/net/ipv6/conf/%s/disable_ipv6" % ifname, "w") as f:
-                    f.write("1")
-            except OSError:
-                pass
-            if self.mtu:
-                subprocess.run(
-                    ["ip", "link", "set", ifname, "mtu", str(self.mtu)],
-                    capture_output=True,
-                )
-            subprocess.run(["ip", "link", "set", ifname, "up"], capture_output=True)
+        for _, ifname in sorted(self.data_ports().items()):
+            self.prepare_intf(ifname)
+
+    def prepare_intf(self, ifname):
+        """Offloads and IPv6 off, the switch's MTU, up."""
+        subprocess.run(["ethtool", "-K", ifname] + OFFLOADS, capture_output=True)
+        try:
+            with open("/proc/sys/net/ipv6/conf/%s/disable_ipv6" % ifname, "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+        if self.mtu:
+            subprocess.run(
+                ["ip", "link", "set", ifname, "mtu", str(self.mtu)],
+                capture_output=True,
+            )
+        subprocess.run(["ip", "link", "set", ifname, "up"], capture_output=True)
 
     def log_path(self):
         return os.path.join(self.rundir, self.name + ".log")
 
     def wait_listening(self, timeout=15):
-        def up():
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    "%s: %s exited with %s: %s"
-                    % (
-                        self.name,
-                        self.kind,
-                        self.proc.returncode,
-                        log_tail(self.log_path()),
-                    )
-                )
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", self.grpc_port)) == 0
+        wait_serving(
+            self.name, self.kind, self.proc, self.grpc_port, self.log_path(), timeout
+        )
 
-        wait_for(up, timeout, "%s's gRPC server on %s" % (self.name, self.address))
+    def link_port(self, port):
+        """Returns (gRPC address, port number) where 'plait link set' changes the link
+        emulated on this switch's egress port."""
+        return self.address, port
 
     def stop(self, deleteIntfs=True):
         stop_process(self.proc)
@@ -278,6 +265,44 @@ class P4Switch(Switch):
         super().terminate()
 
 
+def wait_serving(name, kind, proc, grpc_port, log, timeout):
+    """Waits until proc serves on 127.0.0.1:grpc_port; raises with its log if it exits."""
+
+    def up():
+        if proc.poll() is not None:
+            raise RuntimeError(
+                "%s: %s exited with %s: %s"
+                % (name, kind, proc.returncode, log_tail(log))
+            )
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", grpc_port)) == 0
+
+    wait_for(up, timeout, "%s's %s on 127.0.0.1:%d" % (name, kind, grpc_port))
+
+
+def start_plait_switch(plait, name, address, ports, links, log, extra=()):
+    """Starts 'plait switch' on ports ({number: interface}) with links ({number: link
+    dict}) emulated on those ports' egress; returns the Popen."""
+    # A lab runs a switch per path on a machine that may have two CPUs: waking per
+    # packet, or a Go scheduler per switch spinning on several CPUs, leaves links
+    # waiting for a CPU, and the wait reorders them against each other by tens of
+    # milliseconds, more than the reordering the paths are there to create.
+    cmd = [plait, "switch", "--name", name, "--grpc", address, "--tick", TICK]
+    for port, ifname in sorted(ports.items()):
+        cmd += ["--port", "%d=%s" % (port, ifname)]
+        if port in links:
+            cmd += ["--link", "%d:%s" % (port, link_spec(links[port]))]
+    cmd += list(extra)
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ, GOMAXPROCS="1"),
+        )
+
+
 class EmbeddedSwitch(P4Switch):
     """Plait's embedded P4 switch: plait.p4 in Go, P4Runtime, link emulation per port."""
 
@@ -285,24 +310,14 @@ class EmbeddedSwitch(P4Switch):
 
     def start(self, controllers):
         self.prepare_intfs()
-        # A lab runs a switch per path on a machine that may have two CPUs: waking per
-        # packet, or a Go scheduler per switch spinning on several CPUs, leaves links
-        # waiting for a CPU, and the wait reorders them against each other by tens of
-        # milliseconds, more than the reordering the paths are there to create.
-        cmd = [self.plait, "switch", "--name", self.name, "--grpc", self.address, "--tick", TICK]
-        for port, ifname in sorted(self.data_ports().items()):
-            cmd += ["--port", "%d=%s" % (port, ifname)]
-            if port in self.links:
-                cmd += ["--link", "%d:%s" % (port, link_spec(self.links[port]))]
-        log = open(self.log_path(), "w")
-        self.proc = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=dict(os.environ, GOMAXPROCS="1"),
+        self.proc = start_plait_switch(
+            self.plait,
+            self.name,
+            self.address,
+            self.data_ports(),
+            self.links,
+            self.log_path(),
         )
-        log.close()
         self.wait_listening()
 
 
@@ -313,46 +328,39 @@ def bmv2_available():
             False,
             "simple_switch_grpc is not installed (BMv2 is not packaged for Debian 12)",
         )
-    if not netem_available():
-        return False, "the kernel has no netem qdisc for BMv2's link emulation"
     return True, ""
 
 
-def netem_available():
-    """True when tc can create a netem qdisc (tried on a throw-away veth in a netns)."""
-    ns = "plait-netem-probe-%d" % os.getpid()
-    try:
-        if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode:
-            return False
-        subprocess.run(
-            ["ip", "-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"],
-            capture_output=True,
-        )
-        r = subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                "p0",
-                "root",
-                "netem",
-                "delay",
-                "1ms",
-            ],
-            capture_output=True,
-        )
-        return r.returncode == 0
-    finally:
-        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+def bmv2_options(name, rundir):
+    """simple_switch_grpc options that let one instance run beside the lab's others: a
+    nanomsg notifications socket (the default, /tmp/bmv2-<device id>-notifications.ipc,
+    makes a second instance with the same device id exit) and a Thrift port of its own
+    (9090 by default), each only where this build has it (--help lists it; a build
+    without refuses the option)."""
+    help_text = subprocess.run(
+        ["simple_switch_grpc", "--help"], capture_output=True, text=True
+    ).stdout
+    opts = []
+    if "--notifications-addr" in help_text:
+        opts += [
+            "--notifications-addr",
+            "ipc://" + os.path.join(rundir, name + "-notifications.ipc"),
+        ]
+    if "--thrift-port" in help_text:
+        opts += ["--thrift-port", str(free_port())]
+    return opts
 
 
 class BMv2Switch(P4Switch):
-    """BMv2 simple_switch_grpc running plait.p4 (pushed by the controller), netem links.
+    """BMv2 simple_switch_grpc running plait.p4 (pushed by the controller), with Plait's
+    link element in series with every shaped port, since BMv2 has no link emulation::
+
+        neighbour --- sX-ethP  [element: 2k-1 <-> 2k]  sX-pP-e ~veth~ sX-pP-b --- BMv2 port P
+
+    The element (``plait switch --passthrough``, one per switch, k counting the shaped
+    ports) emulates port P's link on what leaves towards the neighbour, with the embedded
+    switch's link code and tick; BMv2 sees an unshaped veth. link_port(P) says where the
+    link is changed at run time.
 
     params: device_id (P4Runtime device id), cpu_port (plait.p4's CPU_PORT).
     """
@@ -362,24 +370,84 @@ class BMv2Switch(P4Switch):
     def __init__(self, name, device_id=1, cpu_port=255, **params):
         self.device_id = device_id
         self.cpu_port = cpu_port
+        self.element = None
+        self.element_grpc_port = None
+        self.veths = []  # element-side ends, deleted with the element
         super().__init__(name, **params)
+
+    @property
+    def element_address(self):
+        return "127.0.0.1:%d" % self.element_grpc_port
+
+    def element_log_path(self):
+        return os.path.join(self.rundir, self.name + "-links.log")
+
+    def series(self):
+        """Returns [(BMv2 port, neighbour-side interface, element-side veth, BMv2-side
+        veth, element port on the neighbour's side)] for the shaped ports."""
+        out = []
+        for port, ifname in sorted(self.data_ports().items()):
+            if port in self.links:
+                k = len(out) + 1
+                pre = "%s-p%d" % (self.name, port)
+                out.append((port, ifname, pre + "-e", pre + "-b", 2 * k - 1))
+        return out
+
+    def link_port(self, port):
+        for p, _, _, _, eport in self.series():
+            if p == port:
+                return self.element_address, eport
+        raise KeyError("%s: port %d has no emulated link" % (self.name, port))
+
+    def add_veth(self, a, b):
+        subprocess.run(["ip", "link", "del", a], capture_output=True)  # a killed lab's
+        r = subprocess.run(
+            ["ip", "link", "add", a, "type", "veth", "peer", "name", b],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode:
+            raise RuntimeError(
+                "%s: veth %s-%s: %s" % (self.name, a, b, r.stderr.strip())
+            )
+        self.veths.append(a)
+        self.prepare_intf(a)
+        self.prepare_intf(b)
 
     def start(self, controllers):
         self.prepare_intfs()
+        bmv2_ports = self.data_ports()
+        series = self.series()
+        if series:
+            eports, elinks, extra = {}, {}, []
+            for port, ifname, e, b, k in series:
+                self.add_veth(e, b)
+                bmv2_ports[port] = b
+                eports[k], eports[k + 1] = ifname, e
+                elinks[k] = self.links[port]
+                extra += ["--passthrough", "%d:%d" % (k, k + 1)]
+            self.element_grpc_port = free_port()
+            self.element = start_plait_switch(
+                self.plait,
+                self.name + "-links",
+                self.element_address,
+                eports,
+                elinks,
+                self.element_log_path(),
+                extra,
+            )
+            wait_serving(
+                self.name,
+                "link element",
+                self.element,
+                self.element_grpc_port,
+                self.element_log_path(),
+                15,
+            )
         cmd = ["simple_switch_grpc", "--device-id", str(self.device_id), "--no-p4"]
-        for port, ifname in sorted(self.data_ports().items()):
+        cmd += bmv2_options(self.name, self.rundir)
+        for port, ifname in sorted(bmv2_ports.items()):
             cmd += ["-i", "%d@%s" % (port, ifname)]
-            if port in self.links:
-                r = subprocess.run(
-                    ["tc", "qdisc", "replace", "dev", ifname, "root", "netem"]
-                    + netem_args(self.links[port]),
-                    capture_output=True,
-                    text=True,
-                )
-                if r.returncode:
-                    raise RuntimeError(
-                        "%s: netem on %s: %s" % (self.name, ifname, r.stderr.strip())
-                    )
         cmd += [
             "--",
             "--grpc-server-addr",
@@ -393,3 +461,18 @@ class BMv2Switch(P4Switch):
         )
         log.close()
         self.wait_listening(30)
+
+    def stop_element(self):
+        stop_process(self.element)
+        self.element = None
+        for e in self.veths:
+            subprocess.run(["ip", "link", "del", e], capture_output=True)
+        self.veths = []
+
+    def stop(self, deleteIntfs=True):
+        self.stop_element()
+        super().stop(deleteIntfs)
+
+    def terminate(self):
+        self.stop_element()
+        super().terminate()

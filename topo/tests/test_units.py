@@ -75,23 +75,12 @@ def test_split_topo():
     assert fwd["s10"] == {1: 2, 2: 1, 3: 1} and fwd["s0"] == {1: 2, 2: 1}
 
 
-def test_link_spec_and_netem():
+def test_link_spec():
     assert nodes.link_spec(PATHS[0]) == "rate=5000000bit,delay=100000us,queue=100"
     assert (
         nodes.link_spec(PATHS[1])
         == "rate=2000000bit,delay=10000us,jitter=1000us,loss=0.5,queue=50"
     )
-    assert nodes.netem_args(PATHS[1]) == [
-        "rate",
-        "2000000bit",
-        "delay",
-        "10000us",
-        "1000us",
-        "loss",
-        "0.5%",
-        "limit",
-        "50",
-    ]
 
 
 def test_goodput_leaves_out_the_warm_up():
