@@ -61,7 +61,7 @@ func waitStatus(t *testing.T, ctl pb.ControllerClient, d time.Duration, what str
 
 // flow is a TCP flow h1 -> h2 through the tunnel; wait returns its longest stall: the
 // longest run of 100 ms intervals in which it delivered nothing.
-func flow(t *testing.T, lab *labnet.Lab, seconds int) (wait func() time.Duration) {
+func flow(t testing.TB, lab *labnet.Lab, seconds int) (wait func() time.Duration) {
 	t.Helper()
 	lab.H2.Start("iperf3", "-s", "-1")
 	time.Sleep(300 * time.Millisecond)

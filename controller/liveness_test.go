@@ -13,7 +13,7 @@ import (
 )
 
 // pathUp polls an agent until path's state is up, and returns how long that took.
-func pathUp(t *testing.T, ag pb.AgentClient, path string, up bool, limit time.Duration) time.Duration {
+func pathUp(t testing.TB, ag pb.AgentClient, path string, up bool, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {

@@ -25,7 +25,7 @@ type liveSwitch struct {
 	addr string
 }
 
-func startSwitch(t *testing.T, addr string, paths int) *liveSwitch {
+func startSwitch(t testing.TB, addr string, paths int) *liveSwitch {
 	t.Helper()
 	ports, opts := p4test.MemPorts(paths + 1)
 	sw, err := p4switch.New(opts...)
@@ -61,7 +61,7 @@ func (l *liveSwitch) stop() {
 
 // runConn runs a controller's connection to cfg's switch until stop; it waits until the
 // switch is programmed.
-func runConn(t *testing.T, cfg *Switch) (sc *switchConn, stop func()) {
+func runConn(t testing.TB, cfg *Switch) (sc *switchConn, stop func()) {
 	t.Helper()
 	if cfg.ElectionID == 0 {
 		cfg.ElectionID = 10
@@ -86,7 +86,7 @@ func runConn(t *testing.T, cfg *Switch) (sc *switchConn, stop func()) {
 	return sc, stop
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool, why func() string) time.Duration {
+func waitFor(t testing.TB, d time.Duration, what string, ok func() bool, why func() string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for !ok() {
@@ -150,10 +150,11 @@ func TestRestartedSplitSwitchGetsItsSplitBack(t *testing.T) {
 	if err := sc.setSplit(context.Background(), sc.cfg.Splits[0], []float64{0.25, 0.75}); err != nil {
 		t.Fatal(err)
 	}
+	programmed := sc.status().Programmed
 	ls.stop()
 	time.Sleep(300 * time.Millisecond) // down for a while: the controller's retries back off
 	ls = startSwitch(t, ls.addr, 2)
-	took := waitFor(t, 2*time.Second, "split restored", func() bool { return sc.ready() }, func() string { return sc.status().LastError })
+	took := waitFor(t, 2*time.Second, "split restored", func() bool { return sc.status().Programmed > programmed }, func() string { return sc.status().LastError })
 	if got := ls.rig.spread(t, 256); got[2] != 64 || got[3] != 192 {
 		t.Fatalf("restarted switch sent %v, want the split it had (64, 192)", got)
 	}

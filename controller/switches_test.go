@@ -56,7 +56,7 @@ func (r *splitRig) connect(t *testing.T, cfg *Switch) *switchConn {
 }
 
 // spread sends n packets for the tunnel prefix in on port 1 and counts them per port.
-func (r *splitRig) spread(t *testing.T, n int) map[uint32]int {
+func (r *splitRig) spread(t testing.TB, n int) map[uint32]int {
 	t.Helper()
 	frame := []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00,
 		0x45, 0, 0, 48, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 99, 0, 1, 10, 99, 0, 2}

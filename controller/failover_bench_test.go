@@ -1,0 +1,59 @@
+package controller_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/plait/plait/agent"
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/labnet"
+	"github.com/plait/plait/internal/sockrpc"
+)
+
+// BenchmarkFailover measures on the A2 lab, with a TCP flow running, how long a path
+// that fails both ways keeps its share (link down to weight 0 in both agents) and how
+// long a recovered one waits for it (link up to a share again), with the controller
+// running and with the controller down (the agents alone), side by side. The clock
+// starts before the `plait link set` that changes the link, so the figures include
+// that command's start (tens of ms).
+func BenchmarkFailover(b *testing.B) {
+	if bin == "" {
+		b.Skip("needs root")
+	}
+	for range b.N {
+		lab := labnet.New(b, bin, a2, labnet.Options{Telemetry: true})
+		lab.StartController("auto", nil)
+		lab.WaitEstimates(10 * time.Second)
+		var ags []pb.AgentClient
+		for _, sock := range []string{lab.Sock1, lab.Sock2} {
+			ag, conn, err := agent.Dial(sock, sockrpc.TLS{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			ags = append(ags, ag)
+		}
+		wait := flow(b, lab, 12)
+		time.Sleep(2 * time.Second)
+		cycle := func(label string) {
+			start := time.Now()
+			lab.SetLink(3, true, "--down")
+			for _, ag := range ags {
+				pathUp(b, ag, "c", false, 2*time.Second)
+			}
+			b.ReportMetric(float64(time.Since(start).Microseconds())/1e3, label+"-down-ms")
+			time.Sleep(time.Second)
+			start = time.Now()
+			lab.SetLink(3, true, "--up")
+			for _, ag := range ags {
+				pathUp(b, ag, "c", true, 3*time.Second)
+			}
+			b.ReportMetric(float64(time.Since(start).Microseconds())/1e3, label+"-up-ms")
+			time.Sleep(time.Second)
+		}
+		cycle("controller")
+		lab.KillController()
+		cycle("agents")
+		b.ReportMetric(float64(wait().Microseconds())/1e3, "stall-ms")
+	}
+}
