@@ -1,7 +1,9 @@
 // Package topo carries Plait's Mininet lab (the Python files beside it) and the shipped
 // scenario files inside the plait binary, so that `plait lab` needs no checkout: the
 // lab's Python is written to a temporary folder and run with the system python3, where
-// Debian's Mininet lives. Docs: docs/lab.md.
+// Debian's Mininet lives. The Go side of the lab is here too: the plan the Python reads
+// (plan.go: the scenario in plain units, the single-best path) and running it (run.go).
+// Docs: docs/lab.md.
 package topo
 
 import (

@@ -80,3 +80,18 @@ func ParsePercent(s string) (float64, error) {
 	}
 	return v / 100, nil
 }
+
+// HumanRate writes bit/s for people: two decimals in Mbit/s or Gbit/s, one in kbit/s,
+// "-" for none.
+func HumanRate(bps float64) string {
+	switch {
+	case bps <= 0 || math.IsNaN(bps):
+		return "-"
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2fGbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.2fMbit/s", bps/1e6)
+	default:
+		return fmt.Sprintf("%.1fkbit/s", bps/1e3)
+	}
+}

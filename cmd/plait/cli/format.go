@@ -10,18 +10,7 @@ import (
 	"github.com/plait/plait/topo/scenario"
 )
 
-func fmtRate(bps float64) string {
-	switch {
-	case bps <= 0 || math.IsNaN(bps):
-		return "-"
-	case bps >= 1e9:
-		return fmt.Sprintf("%.2fGbit/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.2fMbit/s", bps/1e6)
-	default:
-		return fmt.Sprintf("%.1fkbit/s", bps/1e3)
-	}
-}
+func fmtRate(bps float64) string { return scenario.HumanRate(bps) }
 
 func fmtUs(us float64) string {
 	if math.IsNaN(us) {

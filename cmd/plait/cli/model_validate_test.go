@@ -12,162 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/plait/plait/model"
 	"github.com/plait/plait/topo/scenario"
+	"github.com/plait/plait/topo/validate"
+	"github.com/plait/plait/topo/validate/validatetest"
 )
-
-// testSummary is a lab run's summary.json as topo/report.py writes it, with the fields
-// validation reads (and one it must skip: mptcp).
-func testSummary(shape string) map[string]any {
-	link := func(name string, rate float64, delayMs, queue int) map[string]any {
-		return map[string]any{"name": name, "rate_bps": rate, "delay_ns": delayMs * 1e6, "jitter_ns": 0, "loss": 0, "queue": queue}
-	}
-	cfg := func(c string, bps float64) map[string]any {
-		return map[string]any{"config": c, "goodput_steady_bps": bps, "retransmits": 10, "goodput_steady_runs_bps": []float64{bps * 0.9, bps, bps * 1.1}}
-	}
-	return map[string]any{
-		"scenario":    "T2",
-		"shape":       shape,
-		"paths":       []any{link("a", 8e6, 20, 100), link("b", 4e6, 50, 50)},
-		"ideal_link":  link("ideal", 12e6, 20, 150),
-		"single_best": map[string]any{"index": 0, "name": "a", "reason": "model"},
-		"traffic":     map[string]any{"duration_s": 20, "omit_s": 2, "cc": "cubic", "flows": 1},
-		"configs": []any{cfg("ideal", 11.4e6), cfg("single-best", 7.6e6), cfg("mptcp", 11e6),
-			cfg("rr", 7e6), cfg("wrr", 10.5e6)},
-	}
-}
-
-func writeTestSummary(t *testing.T, dir string, sum map[string]any) string {
-	t.Helper()
-	b, err := json.Marshal(sum)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f := filepath.Join(dir, "summary.json")
-	if err := os.WriteFile(f, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-func TestValidatePoints(t *testing.T) {
-	for _, shape := range []string{scenario.ShapeParallel, scenario.ShapeSplit} {
-		file := writeTestSummary(t, t.TempDir(), testSummary(shape))
-		sum, err := readLabSummary(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pts, err := validatePoints(sum, file, groupRuns, "", nil, model.PaperOptions{}, validatePaperSet{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var configs []string
-		for _, p := range pts {
-			configs = append(configs, p.Config)
-		}
-		if !slices.Equal(configs, []string{"ideal", "single-best", "rr", "wrr"}) {
-			t.Fatalf("%s: configs %v, want the four the models predict (no mptcp)", shape, configs)
-		}
-		paths := []model.Path{{Name: "a", Rate: 8e6, Delay: 20 * time.Millisecond, Queue: 100}, {Name: "b", Rate: 4e6, Delay: 50 * time.Millisecond, Queue: 50}}
-		tunnel := model.TCP{MSS: 1424, Overhead: 90, Duration: 20 * time.Second, Omit: 2 * time.Second}
-		if shape == scenario.ShapeSplit {
-			tunnel.MSS, tunnel.Overhead = 1448, 118
-		}
-		plain := model.TCP{MSS: 1448, Overhead: 66, Duration: 20 * time.Second, Omit: 2 * time.Second}
-		want := map[string]func() (model.Prediction, error){
-			"ideal": func() (model.Prediction, error) {
-				return model.Predict([]model.Path{{Name: "ideal", Rate: 12e6, Delay: 20 * time.Millisecond, Queue: 150}}, model.Split{}, plain)
-			},
-			"single-best": func() (model.Prediction, error) { return model.Predict(paths[:1], model.Split{}, plain) },
-			"rr":          func() (model.Prediction, error) { return model.Predict(paths, model.Split{Mode: model.RR}, tunnel) },
-			"wrr": func() (model.Prediction, error) {
-				return model.Predict(paths, model.Split{Mode: model.WRR, Weights: []float64{8, 4}}, tunnel)
-			},
-		}
-		for _, p := range pts {
-			pred, err := want[p.Config]()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Abs(p.Plait.Predicted-pred.Goodput) > 1e-6*pred.Goodput || p.Plait.Accuracy != model.Accuracy(p.Measured, pred.Goodput) {
-				t.Errorf("%s %s: Plait %+v, want %v bit/s", shape, p.Config, p.Plait, pred.Goodput)
-			}
-			if p.Links != 2 || math.Abs(p.ADA-0.030) > 1e-12 || p.ABA != 4e6 || p.Label != "T2" || p.Summary != file || len(p.Runs) != 3 {
-				t.Errorf("%s %s: point %+v", shape, p.Config, p)
-			}
-			if (p.Paper != nil) != (p.Config == "rr") {
-				t.Errorf("%s %s: paper %+v; the paper's model predicts rr only", shape, p.Config, p.Paper)
-			}
-			// Runs at 0.9, 1 and 1.1 of the median: the median misses the 0.9 run by 1/9.
-			if p.Repeat == nil || math.Abs(*p.Repeat-8.0/9) > 1e-12 {
-				t.Errorf("%s %s: lab repeat %v, want 8/9", shape, p.Config, p.Repeat)
-			}
-		}
-		rr := pts[2]
-		paper, err := model.Paper(paths, model.PaperOptions{Bytes: 7e6 * 20 / 8, Segment: tunnel.MSS})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rr.Paper.Predicted != paper.Throughput || rr.Paper.Accuracy != model.Accuracy(7e6, paper.Throughput) {
-			t.Errorf("%s: paper %+v, want %v bit/s with E = the run's bytes, s = the MSS", shape, rr.Paper, paper.Throughput)
-		}
-		set, err := validatePoints(sum, file, groupRuns, "", []string{"rr"}, model.PaperOptions{Segment: 536}, validatePaperSet{segment: true})
-		if err != nil || len(set) != 1 || set[0].Paper.Predicted == rr.Paper.Predicted {
-			t.Errorf("%s: only rr with the paper's own segment: %+v, %v", shape, set, err)
-		}
-	}
-
-	sum := testSummary(scenario.ShapeParallel)
-	sum["configs"] = []any{map[string]any{"config": "rr", "goodput_steady_bps": 0, "error": "iperf3 printed nothing"}}
-	file := writeTestSummary(t, t.TempDir(), sum)
-	s, err := readLabSummary(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := validatePoints(s, file, groupRuns, "", nil, model.PaperOptions{}, validatePaperSet{}); err == nil || !strings.Contains(err.Error(), "iperf3 printed nothing") {
-		t.Errorf("a failed run: %v", err)
-	}
-	if _, err := readLabSummary(writeTestSummary(t, t.TempDir(), map[string]any{"scenario": "x"})); err == nil {
-		t.Error("a summary without paths was read")
-	}
-}
-
-func TestADAScenario(t *testing.T) {
-	base, err := loadScenario("s1-4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	orig := slices.Clone(base.Paths)
-	for _, ada := range []time.Duration{0, 10 * time.Millisecond, 80 * time.Millisecond} {
-		s := adaScenario(base, ada)
-		paths := model.PathsFromScenario(s.Paths)
-		if got := model.ADA(paths); math.Abs(got-ada.Seconds()) > 1e-6 {
-			t.Errorf("ADA %v: got %v", ada, got)
-		}
-		for i, p := range s.Paths {
-			if p.Rate != orig[i].Rate || p.Queue != orig[i].Queue || p.Name != orig[i].Name {
-				t.Errorf("ADA %v: path %d %+v changed more than its delay (was %+v)", ada, i, p, orig[i])
-			}
-			for j := range s.Paths {
-				if orig[i].Delay < orig[j].Delay && p.Delay > s.Paths[j].Delay {
-					t.Errorf("ADA %v: paths %d and %d swapped their order of delay", ada, i, j)
-				}
-			}
-		}
-		if slices.MinFunc(s.Paths, func(a, b scenario.Path) int { return int(a.Delay - b.Delay) }).Delay != 20*time.Millisecond {
-			t.Errorf("ADA %v: smallest delay moved: %+v", ada, s.Paths)
-		}
-		if want := "S1-4-ada" + fmtADA(ada); s.Name != want {
-			t.Errorf("name %q, want %q", s.Name, want)
-		}
-	}
-	if !slices.Equal(base.Paths, orig) {
-		t.Error("adaScenario changed its base")
-	}
-}
 
 func TestParseDurationListCarriesTheUnit(t *testing.T) {
 	ms := time.Millisecond
@@ -189,7 +37,7 @@ func TestParseDurationListCarriesTheUnit(t *testing.T) {
 
 func TestModelValidateFrom(t *testing.T) {
 	dir := t.TempDir()
-	writeTestSummary(t, filepath.Join(dir, "run"), testSummary(scenario.ShapeParallel))
+	validatetest.WriteSummary(t, filepath.Join(dir, "run"), validatetest.Summary(scenario.ShapeParallel))
 	plot := exec.Command("/usr/bin/python3", "-c", "import matplotlib").Run() == nil
 	args := []string{"validate", "--from", filepath.Join(dir, "run"), "--out", filepath.Join(dir, "v")}
 	if !plot {
@@ -224,11 +72,11 @@ func TestModelValidateFrom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep validateReport
+	var rep validate.Report
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if len(rep.Points) != 1 || rep.Points[0].Config != "rr" || rep.Points[0].Group != groupRuns || rep.Points[0].Paper == nil {
+	if len(rep.Points) != 1 || rep.Points[0].Config != "rr" || rep.Points[0].Group != validate.GroupRuns || rep.Points[0].Paper == nil {
 		t.Errorf("re-evaluation: %+v", rep.Points)
 	}
 }
@@ -238,27 +86,27 @@ func TestModelValidateFrom(t *testing.T) {
 // of all their runs, and that a pooled validate.json pools the same runs again.
 func TestModelValidatePool(t *testing.T) {
 	dir := t.TempDir()
-	a := testSummary(scenario.ShapeParallel)
-	b := testSummary(scenario.ShapeParallel)
+	a := validatetest.Summary(scenario.ShapeParallel)
+	b := validatetest.Summary(scenario.ShapeParallel)
 	b["configs"] = []any{map[string]any{"config": "rr", "goodput_steady_bps": 5e6, "retransmits": 20, "goodput_steady_runs_bps": []float64{4.5e6, 5e6, 5.5e6},
 		"emulation": map[string]any{"sent": 3000, "late_1ms": 200, "late_5ms": 60}}}
 	for _, c := range a["configs"].([]any) {
 		c.(map[string]any)["emulation"] = map[string]any{"sent": 1000, "late_1ms": 10, "late_5ms": 0}
 	}
 	b["single_best"].(map[string]any)["reason"] = "the model's single-path prediction, 7 Mbit/s"
-	c := testSummary(scenario.ShapeParallel)
+	c := validatetest.Summary(scenario.ShapeParallel)
 	c["paths"].([]any)[1].(map[string]any)["queue"] = 60
-	fa := writeTestSummary(t, filepath.Join(dir, "a"), a)
-	fb := writeTestSummary(t, filepath.Join(dir, "b"), b)
-	fc := writeTestSummary(t, filepath.Join(dir, "c"), c)
+	fa := validatetest.WriteSummary(t, filepath.Join(dir, "a"), a)
+	fb := validatetest.WriteSummary(t, filepath.Join(dir, "b"), b)
+	fc := validatetest.WriteSummary(t, filepath.Join(dir, "c"), c)
 
-	validate := func(args ...string) []validatePoint {
+	validate := func(args ...string) []validate.Point {
 		t.Helper()
 		out, err := runModel(t, append([]string{"validate", "--compare", "rr", "--json", "--no-plot", "--out", filepath.Join(dir, "v")}, args...)...)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		var rep validateReport
+		var rep validate.Report
 		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, out)
 		}
@@ -328,7 +176,7 @@ func TestModelValidateLab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	var rep validateReport
+	var rep validate.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
 	}
@@ -337,27 +185,5 @@ func TestModelValidateLab(t *testing.T) {
 	}
 	if _, err := os.Stat(rep.Points[0].Summary); err != nil {
 		t.Errorf("the run's summary: %v", err)
-	}
-}
-
-// The S1 scenarios are summed up by link count and an ADA sweep by ADA, each with its own
-// medians: the sweep's points, all at four links, do not join S1-4's.
-func TestValidateByGroupKeepsTheSweepApart(t *testing.T) {
-	pt := func(group, label string, links int, ada, acc float64) validatePoint {
-		return validatePoint{Group: group, Label: label, Links: links, ADA: ada, Plait: modelCheck{Accuracy: acc}}
-	}
-	rep := &validateReport{Points: []validatePoint{
-		pt(groupScenarios, "s1-4", 4, 0.014, 0.98), pt(groupScenarios, "s1-4", 4, 0.014, 0.96),
-		pt(groupScenarios, "s1-2", 2, 0.015, 0.90),
-		pt(groupADA+"S1-4", "20ms", 4, 0.020, 0.40), pt(groupADA+"S1-4", "20ms", 4, 0.020, 0.60),
-		pt(groupADA+"S1-4", "0ms", 4, 0, 0.99),
-	}}
-	got := validateByGroup(rep)
-	want := []string{
-		"median by link count, Plait's predictor (seed 002's model): 2 links 90.0 %, 4 links 97.0 %",
-		"median by ADA (S1-4, 4 links), Plait's predictor (seed 002's model): 0ms 99.0 %, 20ms 50.0 %",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("validateByGroup:\n%q\nwant\n%q", got, want)
 	}
 }

@@ -1,9 +1,8 @@
 // Package cli is the plait command line (cobra): one newXxxCmd per command for the
 // daemons (agent, switch, controller), the labs, the model and the operator verbs that
-// talk to a running agent or controller; the work is done by the packages they call.
-// model_validate.go is over 600 lines because `plait model validate` is one workflow read
-// top to bottom (run the lab points, pool runs, evaluate both models, tabulate and plot);
-// its evaluation is a candidate to move beside the model. README.md lists the commands.
+// talk to a running agent or controller; the work is done by the packages they call
+// (the lab's plan and run in topo, its validation against the models in topo/validate).
+// README.md lists the commands.
 package cli
 
 import (
