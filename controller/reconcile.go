@@ -42,12 +42,11 @@ func (s *switchConn) sync(ctx context.Context, rt p4v1.P4RuntimeClient) (reconci
 	s.mu.Lock()
 	eid := s.eid
 	s.mu.Unlock()
+	// A switch without a pipeline may answer with an error (BMv2 started without one
+	// does): that is a switch to push to.
 	got, err := rt.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{
 		DeviceId: s.cfg.DeviceID, ResponseType: p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY})
-	if err != nil {
-		return d, fmt.Errorf("read pipeline cookie of %s: %w", s.cfg.Name, err)
-	}
-	if got.GetConfig().GetCookie().GetCookie() != s.cookie {
+	if err != nil || got.GetConfig().GetCookie().GetCookie() != s.cookie {
 		_, err := rt.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{
 			DeviceId: s.cfg.DeviceID, Role: s.cfg.Role, ElectionId: eid, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
 			Config: &p4v1.ForwardingPipelineConfig{P4Info: s.info.P4Info, P4DeviceConfig: s.deviceConfig,
@@ -269,12 +268,33 @@ func (s *switchConn) switchSlots(sp *Split, gen uint32, have map[string]*p4v1.Ta
 }
 
 // entryKey identifies an entry by table, match and priority, whatever the order of its
-// match fields.
+// match fields and whether a switch answers with canonical byte strings (P4Runtime 1.3)
+// or padded ones (older servers).
 func entryKey(e *p4v1.TableEntry) string {
-	m := slices.Clone(e.Match)
+	m := make([]*p4v1.FieldMatch, len(e.Match))
+	for i, f := range e.Match {
+		f = proto.Clone(f).(*p4v1.FieldMatch)
+		switch x := f.FieldMatchType.(type) {
+		case *p4v1.FieldMatch_Exact_:
+			x.Exact.Value = canonical(x.Exact.Value)
+		case *p4v1.FieldMatch_Lpm:
+			x.Lpm.Value = canonical(x.Lpm.Value)
+		case *p4v1.FieldMatch_Ternary_:
+			x.Ternary.Value, x.Ternary.Mask = canonical(x.Ternary.Value), canonical(x.Ternary.Mask)
+		}
+		m[i] = f
+	}
 	slices.SortFunc(m, func(a, b *p4v1.FieldMatch) int { return int(a.FieldId) - int(b.FieldId) })
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&p4v1.TableEntry{TableId: e.TableId, Match: m, Priority: e.Priority})
 	return string(b)
+}
+
+// canonical strips leading zero bytes, keeping one.
+func canonical(b []byte) []byte {
+	for len(b) > 1 && b[0] == 0 {
+		b = b[1:]
+	}
+	return b
 }
 
 // actionKey identifies an entry's action and parameters, whatever their order.
@@ -284,7 +304,10 @@ func actionKey(e *p4v1.TableEntry) string {
 		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(e.GetAction())
 		return string(b)
 	}
-	ps := slices.Clone(a.Params)
+	ps := make([]*p4v1.Action_Param, len(a.Params))
+	for i, p := range a.Params {
+		ps[i] = &p4v1.Action_Param{ParamId: p.ParamId, Value: canonical(p.Value)}
+	}
 	slices.SortFunc(ps, func(x, y *p4v1.Action_Param) int { return int(x.ParamId) - int(y.ParamId) })
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&p4v1.Action{ActionId: a.ActionId, Params: ps})
 	return string(b)

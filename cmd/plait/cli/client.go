@@ -32,7 +32,7 @@ func addClientFlags(root *cobra.Command) {
 	f.String("agent", envOr("PLAIT_AGENT", agent.DefaultSocket), "agent to talk to: unix:PATH, a socket path, or HOST:PORT (env PLAIT_AGENT)")
 	f.String("controller", os.Getenv("PLAIT_CONTROLLER"), "controller: weights and mode go through the controller instead of the agent; unix:PATH, a socket path, or HOST:PORT (env PLAIT_CONTROLLER)")
 	f.String("tls-ca", os.Getenv("PLAIT_TLS_CA"), "CA certificate (PEM) the other end's certificate must be signed by (env PLAIT_TLS_CA)")
-	f.String("tls-cert", os.Getenv("PLAIT_TLS_CERT"), "this end's certificate (PEM), from `plait cert issue` (env PLAIT_TLS_CERT)")
+	f.String("tls-cert", os.Getenv("PLAIT_TLS_CERT"), "this end's certificate (PEM), as plait cert issue makes (env PLAIT_TLS_CERT)")
 	f.String("tls-key", os.Getenv("PLAIT_TLS_KEY"), "this end's private key (PEM) (env PLAIT_TLS_KEY)")
 	f.Bool("json", false, "print JSON instead of a table")
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -35,9 +36,12 @@ func newStatusCmd() *cobra.Command {
 			if err := tb.flush(); err != nil {
 				return err
 			}
-			tb = newTable(w, "SWITCH", "ADDRESS", "PRIMARY", "ENTRIES", "PROGRAMMED", "LAST ERROR")
+			// ELECTION: ours / the primary's; RECONCILE: pipeline pushes / Write RPCs /
+			// deletes reprogramming took (a switch that kept its state costs 0/0/0).
+			tb = newTable(w, "SWITCH", "ADDRESS", "PRIMARY", "ELECTION", "LOST", "ENTRIES", "PROGRAMMED", "RECONCILE", "LAST ERROR")
 			for _, s := range st.Switches {
-				tb.row(s.Name, s.Address, yesNo(s.Primary), fmt.Sprint(s.Entries), fmt.Sprint(s.Programmed), s.LastError)
+				tb.row(s.Name, s.Address, yesNo(s.Primary), fmt.Sprintf("%d/%s", s.ElectionId, cmp.Or(s.PrimaryElectionId, "-")), fmt.Sprint(s.PrimaryLost),
+					fmt.Sprint(s.Entries), fmt.Sprint(s.Programmed), fmt.Sprintf("%d/%d/%d", s.PipelinePushes, s.WriteRpcs, s.Deletes), s.LastError)
 			}
 			return tb.flush()
 		},
