@@ -10,6 +10,7 @@ tool (
 
 require (
 	github.com/cilium/ebpf v0.22.0
+	github.com/dchest/siphash v1.2.3
 	github.com/google/go-cmp v0.7.0
 	github.com/p4lang/p4runtime v1.5.0
 	github.com/prometheus/client_golang v1.25.0

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -209,7 +211,7 @@ type forgery struct {
 	innerSrc      netip.Addr
 	tamper        func(frame []byte) // last changes to the finished frame
 	payload       string
-	withTelemetry bool
+	key           *wire.Key // the tag's, when the forger tags
 }
 
 func (s *siege) forgery(t *testing.T) forgery {
@@ -235,7 +237,7 @@ func (f forgery) frame(t *testing.T, s *siege) []byte {
 	} else {
 		inner = make([]byte, 32)
 	}
-	body, err := wire.AppendEncap(nil, wire.Outer{Src: f.src, Dst: f.dst, Port: wire.Port}, f.hdr, wire.Telemetry{}, inner)
+	body, err := wire.AppendEncap(nil, wire.Outer{Src: f.src, Dst: f.dst, Port: wire.Port, Key: f.key}, f.hdr, wire.Telemetry{}, inner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,11 +317,24 @@ func repeat(n int, f func(i int) []byte) [][]byte {
 	return out
 }
 
-// Without authentication, the peer and inner source checks alone: a forger who is not on
-// the peer's addresses and interface, or who is but claims another path or a source the
-// peer may not use, reaches nothing.
+// The peer and inner source checks, with authentication on and off: a forger who is not
+// on the peer's addresses and interface, or who is but claims another path or a source
+// the peer may not use, reaches nothing; the checks come before the tag's.
 func TestForgedPacketsReachNothing(t *testing.T) {
-	s := newSiege(t, nil)
+	for _, auth := range []bool{true, false} {
+		t.Run(fmt.Sprintf("auth=%v", auth), func(t *testing.T) {
+			var cfg func(*pb.TunnelConfig)
+			if !auth {
+				cfg = noAuth
+			}
+			testForgedPacketsReachNothing(t, newSiege(t, cfg))
+		})
+	}
+}
+
+func noAuth(c *pb.TunnelConfig) { c.Auth = &pb.Auth{Disabled: true} }
+
+func testForgedPacketsReachNothing(t *testing.T, s *siege) {
 	const n = 20
 	t.Run("forged outer source", func(t *testing.T) {
 		f := s.forgery(t)
@@ -361,11 +376,125 @@ func TestForgedPacketsReachNothing(t *testing.T) {
 	})
 }
 
+// With authentication, even a forger on the peer's own addresses, path and interface
+// reaches nothing without the key, and nobody reaches anything with a captured packet.
+func TestForgedPacketsReachNothingWithAuth(t *testing.T) {
+	s := newSiege(t, nil)
+	const n = 20
+	guessed := &wire.Key{1, 2, 3}
+	t.Run("untagged, from the peer's addresses", func(t *testing.T) {
+		f := s.forgery(t)
+		s.attack(t, "eth1", repeat(n, func(int) []byte { return f.frame(t, s) }), map[string]uint64{"drop_no_tag": n})
+	})
+	for _, c := range []struct {
+		name   string
+		forge  func(f *forgery)
+		frames int
+	}{
+		{"tagged under a guessed key", func(*forgery) {}, n},
+		{"forged path_seq jump", func(f *forgery) { f.hdr.PathSeq += 1 << 22 }, 1},
+		{"forged send time", func(f *forgery) { f.hdr.TxNs -= 1 << 30 }, 4},
+		{"forged probe", func(f *forgery) { f.hdr.Flags |= wire.FlagProbe }, n},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := s.forgery(t)
+			f.key = guessed
+			c.forge(&f)
+			s.attack(t, "eth1", repeat(c.frames, func(i int) []byte {
+				g := f
+				g.hdr.Seq, g.hdr.PathSeq = f.hdr.Seq+uint32(i), f.hdr.PathSeq+uint32(i)
+				return g.frame(t, s)
+			}), map[string]uint64{"drop_bad_tag": uint64(c.frames)})
+		})
+	}
+	t.Run("replayed captured packet", func(t *testing.T) {
+		captured := s.capture(t)
+		s.attack(t, "eth1", repeat(n, func(int) []byte { return captured }), map[string]uint64{"drop_replay": n})
+	})
+	t.Run("tampered header bit", func(t *testing.T) {
+		captured := s.capture(t)
+		var frames [][]byte
+		// Every bit of seq, path_seq and tx_ns (flags, path and tunnel id are checked
+		// before the tag).
+		for bit := 32; bit < 8*wire.HeaderLen; bit++ {
+			f := bytes.Clone(captured)
+			f[plaitOffset+bit/8] ^= 1 << (bit % 8)
+			frames = append(frames, f)
+		}
+		s.attack(t, "eth1", frames, map[string]uint64{"drop_bad_tag": uint64(len(frames))})
+	})
+}
+
+// plaitOffset is where the Plait header starts in a UDP-encapsulated frame.
+const plaitOffset = 14 + 20 + 8
+
+// capture sends one legitimate datagram and returns the frame h1's sender put on eth1
+// for it, as an observer on the link sees it.
+func (s *siege) capture(t *testing.T) []byte {
+	t.Helper()
+	var frame []byte
+	err := s.h1.Do(func() error {
+		if err := onCPU0(); err != nil {
+			return err
+		}
+		l, err := linkByName("eth1")
+		if err != nil {
+			return err
+		}
+		const ethPAll = 0x0300 // htons(ETH_P_ALL)
+		tap, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, ethPAll)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(tap)
+		if err := unix.Bind(tap, &unix.SockaddrLinklayer{Protocol: ethPAll, Ifindex: l.Attrs().Index}); err != nil {
+			return err
+		}
+		unix.SetsockoptTimeval(tap, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2})
+		fd, err := udpSocket(h1Tunnel, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		// Sent until one leaves on eth1 (the split may put it on eth2).
+		buf := make([]byte, 2048)
+		for try := 0; try < 8 && frame == nil; try++ {
+			s.legit++
+			if err := unix.Sendto(fd, []byte(fmt.Sprintf("legit %d", s.legit)), 0, &unix.SockaddrInet4{Addr: h2Tunnel.As4(), Port: adversaryPort}); err != nil {
+				return err
+			}
+			for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline); {
+				n, _, err := unix.Recvfrom(tap, buf, unix.MSG_DONTWAIT)
+				if err == unix.EAGAIN {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if n > plaitOffset+wire.HeaderLen && buf[14+9] == pkt.ProtoUDP && binary.BigEndian.Uint16(buf[14+22:]) == wire.Port {
+					frame = bytes.Clone(buf[:n])
+					break
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frame == nil {
+		t.Fatal("captured no Plait frame on eth1")
+	}
+	s.received(t, 100*time.Millisecond) // the original, delivered
+	return frame
+}
+
 // Without authentication a forger on the peer's own addresses gets its packet delivered,
 // but cannot move the measurements: a path_seq or seq jump, or a send time far from the
 // path's delay, is not believed on one packet.
 func TestForgedMeasurementsAreNotBelieved(t *testing.T) {
-	s := newSiege(t, nil)
+	s := newSiege(t, noAuth)
 	// jumped checks that a jump was held: passed on, counted as held, and nothing else
 	// measured, then or for the genuine packets after it.
 	jumped := func(t *testing.T, f forgery) {

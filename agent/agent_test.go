@@ -86,8 +86,12 @@ func run[T any](t testing.TB, ns *nstest.NS, f func() (T, error)) (T, error) {
 	return out, err
 }
 
+// testKey authenticates the test tunnels' packets.
+var testKey = wire.Key{0: 0x70, 1: 0x6c, 2: 0x61, 3: 0x69, 4: 0x74, 15: 1}
+
 func tunnelConfig(local, remote string, n int, weights ...float64) *pb.TunnelConfig {
-	c := &pb.TunnelConfig{Id: 7, Device: "plait0", Address: "10.99.0." + local + "/24", Weights: weights}
+	c := &pb.TunnelConfig{Id: 7, Device: "plait0", Address: "10.99.0." + local + "/24", Weights: weights,
+		Auth: &pb.Auth{Keys: [][]byte{testKey[:]}}}
 	for i := 1; i <= n; i++ {
 		c.Paths = append(c.Paths, &pb.PathConfig{
 			Name: fmt.Sprintf("p%d", i), Interface: fmt.Sprintf("eth%d", i), RemoteAddr: fmt.Sprintf("10.0.%d.%s", i, remote),
@@ -311,7 +315,10 @@ func TestRestartKeepsStateAndTraffic(t *testing.T) {
 func TestReceiveOnlyTunnel(t *testing.T) {
 	p := newPair(t, 1)
 	ctx := context.Background()
-	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tunnelConfig("1", "2", 1)) }); err != nil {
+	// h1 stands in for a split switch, which tags nothing.
+	tx := tunnelConfig("1", "2", 1)
+	tx.Auth = &pb.Auth{Disabled: true}
+	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tx) }); err != nil {
 		t.Fatal(err)
 	}
 	rx := &pb.TunnelConfig{Id: 7, Device: "eth1", Address: "10.99.0.2/24", ReceiveOnly: true}
@@ -336,8 +343,8 @@ func TestReceiveOnlyTunnel(t *testing.T) {
 }
 
 // With each other's tunnel address, TCP between the two ends goes compact: the tunnel
-// MTU is 20 bytes larger and every packet costs 24 bytes instead of 44; other traffic is
-// encapsulated whole.
+// MTU is 20 bytes larger and every packet costs 24 bytes instead of 44 (and the tag's 8
+// on top); other traffic is encapsulated whole.
 func TestCompactTunnel(t *testing.T) {
 	for _, encap := range []pb.Encap{pb.Encap_ENCAP_UDP, pb.Encap_ENCAP_IP} {
 		t.Run(encap.String(), func(t *testing.T) { testCompactTunnel(t, encap) })
@@ -347,7 +354,7 @@ func TestCompactTunnel(t *testing.T) {
 func testCompactTunnel(t *testing.T, encap pb.Encap) {
 	p := newPair(t, 2)
 	ctx := context.Background()
-	wantMTU := map[pb.Encap]uint32{pb.Encap_ENCAP_UDP: 1500 - wire.CompactLen, pb.Encap_ENCAP_IP: 1500 - wire.IPCompactLen}[encap]
+	wantMTU := map[pb.Encap]uint32{pb.Encap_ENCAP_UDP: 1500 - wire.CompactLen, pb.Encap_ENCAP_IP: 1500 - wire.IPCompactLen}[encap] - wire.TagLen
 	for _, h := range []struct {
 		ns                  *nstest.NS
 		a                   *Agent

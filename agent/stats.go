@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -408,6 +409,7 @@ type prober struct {
 	fd     int
 	dst    unix.SockaddrInet4
 	hdr    wire.Header
+	key    *wire.Key // tags the probes when set
 	timer  *time.Timer
 	closed bool
 }
@@ -465,6 +467,9 @@ func (pr *prober) probe(now uint64, capacity float64, waited bool) {
 	if pr.hdr.Flags&wire.FlagTelemetry != 0 {
 		size += wire.TelemetryLen
 	}
+	if pr.key != nil {
+		size += wire.TagLen + wire.TagCover
+	}
 	pr.send(1, size)
 }
 
@@ -503,8 +508,14 @@ func (pr *prober) send(n, size int) {
 	pr.hdr.TxNs = uint32(monoNow())
 	for range n {
 		pr.hdr.PathSeq++
-		if b := wire.AppendHeader(buf[:0], pr.hdr); tel {
-			wire.AppendTelemetry(b, wire.Telemetry{})
+		b := wire.AppendHeader(buf[:0], pr.hdr)
+		if tel {
+			b = wire.AppendTelemetry(b, wire.Telemetry{})
+		}
+		if pr.key != nil {
+			// The tag covers the header and the zeroes after it (the probe's payload).
+			tag, _ := wire.Tag(pr.key, buf, buf[len(b)+wire.TagLen:])
+			binary.LittleEndian.PutUint64(buf[len(b):], tag)
 		}
 		// A full socket buffer or an unreachable peer only costs this probe.
 		unix.Sendto(pr.fd, buf, unix.MSG_DONTWAIT, &pr.dst)
@@ -533,11 +544,20 @@ func newProber(t *tunnel, i int, p *path) (*prober, error) {
 	if t.cfg.Telemetry {
 		flags |= wire.FlagTelemetry
 	}
-	return &prober{
+	pr := &prober{
 		fd:  fd,
 		dst: unix.SockaddrInet4{Addr: p.remote.As4(), Port: int(t.cfg.Port)},
-		hdr: wire.Header{Version: wire.Version, Flags: flags, PathID: uint8(i), TunnelID: uint16(t.cfg.Id)},
-	}, nil
+		// Probes are numbered on from the wall clock in ms: a restarted agent's probes
+		// are ahead of its predecessor's (it sent fewer than one a ms), which an
+		// authenticating receiver requires, taking older ones for replays.
+		hdr: wire.Header{Version: wire.Version, Flags: flags, PathID: uint8(i), TunnelID: uint16(t.cfg.Id),
+			PathSeq: uint32(time.Now().UnixMilli())},
+	}
+	if len(t.keys) > 0 {
+		pr.hdr.Flags |= wire.FlagAuth
+		pr.key = &t.keys[0]
+	}
+	return pr, nil
 }
 
 func (pr *prober) close() {

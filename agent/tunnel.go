@@ -33,6 +33,8 @@ type tunnel struct {
 	rxIfindex int
 	// allowed are the inner sources the peer may send from.
 	allowed []netip.Prefix
+	// keys tag and check the tunnel's packets (none: authentication is off).
+	keys []wire.Key
 }
 
 type path struct {
@@ -102,6 +104,10 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	if err != nil {
 		return nil, err
 	}
+	keys, err := tunnelKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.ReceiveOnly {
 		if cfg.SignalTrigger != nil {
 			return nil, invalid("signal trigger on a receive-only tunnel, which sends nothing: leave it out")
@@ -133,7 +139,7 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		return nil, invalid("%v", err)
 	}
 
-	t := &tunnel{cfg: cfg, addr: addr, peer: peer, remote: remote.Masked(), mtu: math.MaxInt, allowed: allowed}
+	t := &tunnel{cfg: cfg, addr: addr, peer: peer, remote: remote.Masked(), mtu: math.MaxInt, allowed: allowed, keys: keys}
 	if len(t.allowed) == 0 && peer.IsValid() {
 		t.allowed = []netip.Prefix{netip.PrefixFrom(peer, 32)}
 	}
@@ -168,6 +174,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 	overhead := wire.Overhead(cfg.Encap == pb.Encap_ENCAP_IP, peer.IsValid())
 	if cfg.Telemetry {
 		overhead += wire.TelemetryLen
+	}
+	if len(keys) > 0 {
+		overhead += wire.TagLen
 	}
 	t.mtu -= overhead
 	if t.mtu < 576 {
@@ -273,6 +282,9 @@ func (t *tunnel) datapath() datapath.Tunnel {
 	dt := datapath.Tunnel{Slot: t.slot, ID: uint16(t.cfg.Id), Prefix: t.remote, Port: uint16(t.cfg.Port), Mode: mode,
 		Telemetry: t.cfg.Telemetry, Compact: t.peer.IsValid(), Local: t.addr.Addr(), Peer: t.peer, Signal: t.signal,
 		IPEncap: t.cfg.Encap == pb.Encap_ENCAP_IP}
+	if len(t.keys) > 0 {
+		dt.Key = &t.keys[0]
+	}
 	for i, p := range t.paths {
 		dt.Paths = append(dt.Paths, datapath.Path{
 			Ifindex: uint32(p.ifindex), SrcIP: p.local, DstIP: p.remote, SrcMAC: p.localMAC, DstMAC: p.hopMAC,
@@ -288,7 +300,7 @@ func (t *tunnel) datapath() datapath.Tunnel {
 // packets from the peer are restored to travel from its tunnel address to this one.
 func (t *tunnel) receiver() datapath.Receiver {
 	r := datapath.Receiver{ID: uint16(t.cfg.Id), Slot: t.slot, Peer: t.peer, Local: t.addr.Addr(),
-		Self: t.addr.Addr(), Allowed: t.allowed}
+		Self: t.addr.Addr(), Allowed: t.allowed, Keys: t.keys}
 	for _, p := range t.paths {
 		r.Paths = append(r.Paths, datapath.RxPathConfig{Src: p.remote, Dst: p.local, Ifindex: uint32(p.ifindex)})
 	}
@@ -350,7 +362,7 @@ func (t *tunnel) normalise(w []float64) []float64 {
 
 // proto describes the tunnel for the API.
 func (t *tunnel) proto() *pb.Tunnel {
-	out := &pb.Tunnel{Config: proto.Clone(t.cfg).(*pb.TunnelConfig), Mtu: uint32(t.mtu), Generation: t.gen}
+	out := &pb.Tunnel{Config: redacted(t.cfg), Mtu: uint32(t.mtu), Generation: t.gen}
 	w := t.weights()
 	for i, p := range t.paths {
 		out.Paths = append(out.Paths, &pb.PathState{

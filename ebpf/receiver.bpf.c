@@ -216,7 +216,7 @@ static __always_inline int far(__u32 a, __u32 b)
  * measurement then starts over from there. Until then the packet is passed on but not
  * measured. */
 static __always_inline int believe(struct rx_shared *sh, struct rx_path_shared *ps, __u32 seq,
-				   __u32 path_seq, int probe)
+				   __u32 path_seq, int probe, int auth)
 {
 	int jump;
 	if (probe)
@@ -239,12 +239,52 @@ static __always_inline int believe(struct rx_shared *sh, struct rx_path_shared *
 			sh->max_seq = ps->jump_seq;
 			__sync_fetch_and_add(&sh->resyncs, 1);
 		}
+		if (auth && seq_diff(ps->jump_seq, sh->replay_top) <= -REPLAY_WINDOW) {
+			/* The sender started over: so does the anti-replay window. */
+			sh->replay_top = ps->jump_seq;
+			for (int i = 0; i < REPLAY_WORDS; i++)
+				sh->replay[i] = 0;
+		}
 		return 1;
 	}
 	ps->jump_ps = path_seq;
 	ps->jump_seq = seq;
 	ps->jumping = 1;
 	return 0;
+}
+
+/* RFC 4303's anti-replay check, after the tag: whether seq was taken before or lies
+ * behind the window; otherwise it is marked taken. Lock-free, so racing CPUs may, rarely,
+ * let a replay through while the window moves, or refuse a packet whose word another CPU
+ * is just clearing; a lock would cost every packet a helper call. */
+static __always_inline int replayed(struct rx_shared *sh, __u32 seq)
+{
+	__u32 top = *(volatile __u32 *)&sh->replay_top;
+	__s32 d = seq_diff(seq, top);
+	if (d > 0) {
+		if (__sync_val_compare_and_swap(&sh->replay_top, top, seq) == top) {
+			/* The words the window moved into held seqs a window ago. */
+			__u32 from = top >> 6, words = (seq >> 6) - from;
+			for (__u32 i = 1; i <= REPLAY_WORDS; i++) {
+				if (i > words)
+					break;
+				sh->replay[(from + i) & (REPLAY_WORDS - 1)] = 0;
+			}
+		}
+	} else if (d <= -REPLAY_WINDOW) {
+		return 1;
+	}
+	__u64 bit = 1ULL << (seq & 63);
+	return (__sync_fetch_and_or(&sh->replay[(seq >> 6) & (REPLAY_WORDS - 1)], bit) & bit) != 0;
+}
+
+/* Whether the tag is that of one of the tunnel's keys. */
+static __always_inline int tag_ok(const struct rx_tunnel *t, const struct plait_hdr *ph, const __u64 *tag)
+{
+	__u64 want = *tag;
+	if (plait_tag(&t->keys[0], ph, tag + 1) == want)
+		return 1;
+	return t->n_keys > 1 && plait_tag(&t->keys[1], ph, tag + 1) == want;
 }
 
 /* One-way delay. A sample further than DELAY_WINDOW_NS from the path's smoothed delay is
@@ -465,6 +505,13 @@ static __always_inline int receive(struct xdp_md *ctx)
 			return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
 		inner_start = tel + 1;
 	}
+	__u64 *tag = NULL;
+	if (flags & PLAIT_F_AUTH) {
+		tag = inner_start;
+		if ((void *)(tag + 1) + PLAIT_TAG_COVER > end)
+			return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
+		inner_start = tag + 1;
+	}
 	int compact = (flags & (PLAIT_F_COMPACT | PLAIT_F_PROBE)) == PLAIT_F_COMPACT;
 	if (compact) {
 		/* A TCP segment follows; its IPv4 header is the outer one, without options. */
@@ -483,6 +530,11 @@ static __always_inline int receive(struct xdp_md *ctx)
 		if (!allowed_source(t, inner->saddr))
 			return verdict(RCV_DROP_INNER_SOURCE, XDP_DROP);
 	}
+	int auth = t->flags & RX_F_AUTH;
+	if (auth && !tag)
+		return verdict(RCV_DROP_NO_TAG, XDP_DROP);
+	if (tag && (!auth || !tag_ok(t, ph, tag)))
+		return verdict(RCV_DROP_BAD_TAG, XDP_DROP);
 
 	struct rx_shared *sh = bpf_map_lookup_elem(&rcv_seq, &slot);
 	struct rx_stats *rs = bpf_map_lookup_elem(&rcv_counters, &slot);
@@ -498,10 +550,14 @@ static __always_inline int receive(struct xdp_md *ctx)
 	__u32 seq = bpf_ntohl(ph->seq);
 	__u32 frame_len = (void *)ip + ip_len - data;
 	int probe = flags & PLAIT_F_PROBE;
-	if (!believe(sh, ps, seq, path_seq, probe)) {
+	if (!believe(sh, ps, seq, path_seq, probe, auth)) {
+		/* Authenticated, a jump is a replay until confirmed: not passed on. */
 		pst->held++;
-		if (probe)
+		if (probe || auth)
 			return XDP_DROP;
+	} else if (auth && (probe ? ps->probes.last_rx_ns && seq_diff(path_seq, ps->probes.last_seq) <= 0
+				  : replayed(sh, seq))) {
+		return verdict(RCV_DROP_REPLAY, XDP_DROP);
 	} else if (probe) {
 		/* A probe's path_seq numbers the agent's probes on the path. */
 		if (measure_delay(pst, t, tx_ns, now) && tel)

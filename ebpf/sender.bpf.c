@@ -259,6 +259,29 @@ static __always_inline int write_compact(struct __sk_buff *skb, const struct tx_
 	return 0;
 }
 
+/* Writes the tag of the packet whose Plait header is at offset off. The bytes it covers
+ * (the inner IPv4 header, or the TCP header) are in the linear part of every packet the
+ * stack sends; a packet where they are not is pulled in. */
+static __always_inline int sign(struct __sk_buff *skb, const struct tx_cfg *cfg, __u32 off, int tel)
+{
+	__u32 tag_off = (off + sizeof(struct plait_hdr) + (tel ? PLAIT_TEL_LEN : 0)) & 0xff;
+	__u32 need = tag_off + PLAIT_TAG_LEN + PLAIT_TAG_COVER;
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	if (data + need > end) {
+		if (bpf_skb_pull_data(skb, need))
+			return -1;
+		data = (void *)(long)skb->data;
+		end = (void *)(long)skb->data_end;
+	}
+	struct plait_hdr *ph = data + (off & 0xff);
+	__u64 *tag = data + tag_off;
+	if ((void *)(ph + 1) > end || (void *)(tag + 1) + PLAIT_TAG_COVER > end)
+		return -1;
+	*tag = plait_tag(&cfg->key, ph, tag + 1);
+	return 0;
+}
+
 static __always_inline int send(struct __sk_buff *skb)
 {
 	void *data = (void *)(long)skb->data;
@@ -293,9 +316,10 @@ static __always_inline int send(struct __sk_buff *skb)
 	int compact = (cfg->flags & TX_F_COMPACT) && ip->protocol == IPPROTO_TCP && ip->ihl == 5 &&
 		      ip->saddr == cfg->local && ip->daddr == cfg->peer;
 	int ipenc = cfg->flags & TX_F_IP_ENCAP;
+	int auth = cfg->flags & TX_F_AUTH;
 	__u32 encap_len = (compact ? (ipenc ? PLAIT_IP_COMPACT_LEN : PLAIT_COMPACT_LEN)
 				   : (ipenc ? PLAIT_IP_ENCAP_LEN : PLAIT_ENCAP_LEN)) +
-			  (tel ? PLAIT_TEL_LEN : 0);
+			  (tel ? PLAIT_TEL_LEN : 0) + (auth ? PLAIT_TAG_LEN : 0);
 	__u32 inner_len = skb->len - sizeof(struct ethhdr);
 	if (take_signal(cfg, st, ip, inner_len))
 		return verdict(SND_DROP_SIGNAL, TC_ACT_SHOT);
@@ -325,7 +349,8 @@ static __always_inline int send(struct __sk_buff *skb)
 	struct plait_tel *pt = (void *)(ph + 1);
 	if ((void *)(pt + 1) > end)
 		return verdict(SND_DROP_ADJUST, TC_ACT_SHOT);
-	ph->ver_flags = PLAIT_VERSION << 4 | (tel ? PLAIT_F_TELEMETRY : 0) | (compact ? PLAIT_F_COMPACT : 0);
+	ph->ver_flags = PLAIT_VERSION << 4 | (tel ? PLAIT_F_TELEMETRY : 0) | (compact ? PLAIT_F_COMPACT : 0) |
+			(auth ? PLAIT_F_AUTH : 0);
 	ph->path_id = p;
 	ph->tunnel_id = cfg->tunnel_id;
 	ph->seq = bpf_htonl(seq);
@@ -333,6 +358,8 @@ static __always_inline int send(struct __sk_buff *skb)
 	ph->tx_ns = bpf_htonl((__u32)now);
 	if (tel)
 		__builtin_memset(pt, 0, sizeof(*pt));
+	if (auth && sign(skb, cfg, (void *)ph - data, tel))
+		return verdict(SND_DROP_ADJUST, TC_ACT_SHOT);
 
 	/* Redirects are counted here only: the redirect verdict is their sum. */
 	__u32 key = slot * PLAIT_MAX_PATHS + p;

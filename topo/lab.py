@@ -306,8 +306,15 @@ class Lab:
         if self.shape == "split":
             return self.add_receive_tunnels()
         n = len(self.paths)
+        auth = ["--no-auth"]
+        if self.sc["auth"] == "on":
+            key = os.path.join(self.rundir, "tunnel.key")
+            if os.path.exists(key):
+                os.remove(key)
+            subprocess.run([self.plait, "tunnel", "genkey", key], check=True)
+            auth = ["--key-file", key]
         for host, peer in ((self.h1, "h2"), (self.h2, "h1")):
-            args = ["tunnel", "add", "--id", "1", "--device", "plait0"]
+            args = ["tunnel", "add", "--id", "1", "--device", "plait0"] + auth
             args += ["--address", topos.TUNNEL_ADDR[host.name] + "/24"]
             # Compact: TCP between the two tunnel addresses carries its own IPv4 header
             # as the outer one (20 bytes less a packet).

@@ -11,20 +11,30 @@ type Outer struct {
 	Src, Dst netip.Addr // path endpoints
 	Port     uint16     // UDP source and destination port
 	IPEncap  bool       // no UDP: the header follows IPv4 of protocol IPProto
+	Key      *Key       // when set, the packet carries a tag (FlagAuth) under this key
+}
+
+// extra is what the header's options add after it: telemetry and the tag.
+func (o Outer) extra(h Header) int {
+	n := 0
+	if h.Flags&FlagTelemetry != 0 {
+		n += TelemetryLen
+	}
+	if o.Key != nil {
+		n += TagLen
+	}
+	return n
 }
 
 // AppendEncap appends a complete Plait packet without its Ethernet header: outer IPv4
 // (DF, TTL 64, ID 0) + UDP (checksum 0; none under IP encapsulation) + h + tel (when h
-// carries FlagTelemetry) + inner.
+// carries FlagTelemetry) + the tag (when o has a key) + inner.
 // It is the reference the datapath's encapsulation is tested against.
 func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]byte, error) {
 	if !o.Src.Is4() || !o.Dst.Is4() {
 		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
 	}
-	n := Overhead(o.IPEncap, false) + len(inner)
-	if h.Flags&FlagTelemetry != 0 {
-		n += TelemetryLen
-	}
+	n := Overhead(o.IPEncap, false) + o.extra(h) + len(inner)
 	if n > 0xffff {
 		return nil, fmt.Errorf("wire: %d-byte packet does not fit IPv4", n)
 	}
@@ -35,24 +45,40 @@ func AppendEncap(b []byte, o Outer, h Header, tel Telemetry, inner []byte) ([]by
 	src, dst := o.Src.As4(), o.Dst.As4()
 	b = append(append(b, src[:]...), dst[:]...)
 	binary.BigEndian.PutUint16(b[start+10:], Checksum(b[start:start+20]))
-	b = appendPlait(b, o, n-20, h, tel)
-	return append(b, inner...), nil
+	b, hdr := appendPlait(b, o, n-20, h, tel)
+	return finish(append(b, inner...), o, hdr)
+}
+
+// finish signs the packet when o has a key.
+func finish(b []byte, o Outer, hdr int) ([]byte, error) {
+	if o.Key == nil {
+		return b, nil
+	}
+	return b, sign(o.Key, b, hdr)
 }
 
 // appendPlait appends the UDP header (checksum 0) for udpLen bytes unless o is IP
-// encapsulation, h, and tel when h asks for it.
-func appendPlait(b []byte, o Outer, udpLen int, h Header, tel Telemetry) []byte {
+// encapsulation, h, tel when h asks for it and room for the tag when o has a key; it
+// returns where h starts.
+func appendPlait(b []byte, o Outer, udpLen int, h Header, tel Telemetry) ([]byte, int) {
 	if !o.IPEncap {
 		b = binary.BigEndian.AppendUint16(b, o.Port)
 		b = binary.BigEndian.AppendUint16(b, o.Port)
 		b = binary.BigEndian.AppendUint16(b, uint16(udpLen))
 		b = append(b, 0, 0)
 	}
+	hdr := len(b)
+	if o.Key != nil {
+		h.Flags |= FlagAuth
+	}
 	b = AppendHeader(b, h)
 	if h.Flags&FlagTelemetry != 0 {
 		b = AppendTelemetry(b, tel)
 	}
-	return b
+	if o.Key != nil {
+		b = append(b, make([]byte, TagLen)...)
+	}
+	return b, hdr
 }
 
 // Checksum is the Internet checksum (RFC 1071) of b.
@@ -74,7 +100,7 @@ func Checksum(b []byte) uint16 {
 // options, then the segment): the same header with the path's addresses, protocol UDP
 // (IPProto), the length grown by CompactLen (IPCompactLen) + TelemetryLen and the
 // checksum recomputed; then UDP (checksum 0; none under IP encapsulation), h (with
-// FlagCompact), tel when h asks for it, and the TCP segment.
+// FlagCompact), tel when h asks for it, the tag when o has a key, and the TCP segment.
 func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([]byte, error) {
 	if len(packet) < 20 || packet[0] != 0x45 || packet[9] != 6 {
 		return nil, fmt.Errorf("wire: compact form needs IPv4 without options carrying TCP")
@@ -83,11 +109,7 @@ func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([
 		return nil, fmt.Errorf("wire: outer addresses %s -> %s are not IPv4", o.Src, o.Dst)
 	}
 	h.Flags |= FlagCompact
-	add := Overhead(o.IPEncap, true)
-	if h.Flags&FlagTelemetry != 0 {
-		add += TelemetryLen
-	}
-	n := len(packet) + add
+	n := len(packet) + Overhead(o.IPEncap, true) + o.extra(h)
 	if n > 0xffff {
 		return nil, fmt.Errorf("wire: %d-byte packet does not fit IPv4", n)
 	}
@@ -101,6 +123,6 @@ func AppendCompact(b []byte, o Outer, h Header, tel Telemetry, packet []byte) ([
 	copy(ip[16:], dst[:])
 	binary.BigEndian.PutUint16(ip[10:], 0)
 	binary.BigEndian.PutUint16(ip[10:], Checksum(ip[:20]))
-	b = appendPlait(b, o, n-20, h, tel)
-	return append(b, packet[20:]...), nil
+	b, hdr := appendPlait(b, o, n-20, h, tel)
+	return finish(append(b, packet[20:]...), o, hdr)
 }

@@ -2,7 +2,10 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
+
+	"github.com/dchest/siphash"
 )
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -52,5 +55,32 @@ func TestLayoutIsContiguous(t *testing.T) {
 		if off != size*8 {
 			t.Errorf("%s is %d bits, want %d", name, off, size*8)
 		}
+	}
+}
+
+// The SipHash-2-4 the tag uses is the paper's: its test vector (key 00..0f, message
+// 00..0e) from Aumasson and Bernstein's appendix A.
+func TestTagSipHashVector(t *testing.T) {
+	var k Key
+	for i := range k {
+		k[i] = byte(i)
+	}
+	msg := make([]byte, 15)
+	for i := range msg {
+		msg[i] = byte(i)
+	}
+	k0, k1 := binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:])
+	if got := siphash.Hash(k0, k1, msg); got != 0xa129ca6149be45e5 {
+		t.Fatalf("SipHash-2-4 of the paper's vector: %#x, want 0xa129ca6149be45e5", got)
+	}
+	// Tag is that function of the header and the bytes it covers.
+	hdr, cover := msg[:HeaderLen-1], make([]byte, TagCover)
+	hdr = append(hdr, 0xff)
+	tag, err := Tag(&k, hdr, cover)
+	if want := siphash.Hash(k0, k1, append(append([]byte{}, hdr...), cover...)); err != nil || tag != want {
+		t.Fatalf("Tag %#x (%v), want %#x", tag, err, want)
+	}
+	if _, err := Tag(&k, hdr, cover[:TagCover-1]); err == nil {
+		t.Fatal("Tag of a packet too short to cover: no error")
 	}
 }

@@ -87,6 +87,8 @@ type Tunnel struct {
 	// Signal counts the congestion signals asked for: the sender gives one each time it
 	// is ahead of the signals given (SenderCounters.Signaled); see take_signal.
 	Signal uint32
+	// Key, when set, tags every packet (wire.FlagAuth).
+	Key *wire.Key
 }
 
 func (t *Tunnel) validate() error {
@@ -204,6 +206,10 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 	if t.IPEncap {
 		cfg.Flags |= senderTxFlagTX_F_IP_ENCAP
 	}
+	if t.Key != nil {
+		cfg.Flags |= senderTxFlagTX_F_AUTH
+		cfg.Key.K0, cfg.Key.K1 = keyHalves(t.Key)
+	}
 	if t.Compact {
 		cfg.Flags |= senderTxFlagTX_F_COMPACT
 		local, peer := t.Local.As4(), t.Peer.As4()
@@ -254,6 +260,11 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 		copy(cfg.Slots[:], slots)
 	}
 	return &cfg, nil
+}
+
+// keyHalves are the two little-endian words SipHash reads a key as.
+func keyHalves(k *wire.Key) (uint64, uint64) {
+	return binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:])
 }
 
 func anyPositive(ws []float64) bool {

@@ -31,13 +31,17 @@ const (
 	receiverReceiverStatRCV_DROP_PATH_MISMATCH  receiverReceiverStat = 12
 	receiverReceiverStatRCV_DROP_WRONG_IFACE    receiverReceiverStat = 13
 	receiverReceiverStatRCV_DROP_INNER_SOURCE   receiverReceiverStat = 14
-	receiverReceiverStatRCV_STAT_MAX            receiverReceiverStat = 15
+	receiverReceiverStatRCV_DROP_NO_TAG         receiverReceiverStat = 15
+	receiverReceiverStatRCV_DROP_BAD_TAG        receiverReceiverStat = 16
+	receiverReceiverStatRCV_DROP_REPLAY         receiverReceiverStat = 17
+	receiverReceiverStatRCV_STAT_MAX            receiverReceiverStat = 18
 )
 
 type receiverRxFlag uint8
 
 const (
 	receiverRxFlagRX_F_ANY_PEER receiverRxFlag = 1
+	receiverRxFlagRX_F_AUTH     receiverRxFlag = 2
 )
 
 type receiverRxPorts struct {
@@ -81,6 +85,9 @@ type receiverRxShared struct {
 		Arrival uint32
 		Ts      uint64
 	}
+	ReplayTop uint32
+	Pad       uint32
+	Replay    [128]uint64
 }
 
 type receiverRxStats struct {
@@ -133,7 +140,7 @@ type receiverRxTunnel struct {
 	Flags     receiverRxFlag
 	N_paths   uint8
 	N_allowed uint8
-	Pad       uint8
+	N_keys    uint8
 	BiasNs    int32
 	Epoch     uint32
 	Peer      uint32
@@ -149,6 +156,11 @@ type receiverRxTunnel struct {
 		_    structs.HostLayout
 		Addr uint32
 		Mask uint32
+	}
+	Keys [2]struct {
+		_  structs.HostLayout
+		K0 uint64
+		K1 uint64
 	}
 }
 

@@ -417,6 +417,18 @@ func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 		}
 		rest = rest[8:]
 	}
+	tagged := ph[0]&wire.FlagAuth != 0
+	if tagged {
+		if len(rest) < wire.TagLen+wire.TagCover {
+			return "drop_truncated"
+		}
+		rest = rest[wire.TagLen:]
+	}
+	// The test tunnels have no key: a tagged packet is one they cannot check.
+	decap := "decap"
+	if tagged {
+		decap = "drop_bad_tag"
+	}
 	if ph[0]&(wire.FlagCompact|wire.FlagProbe) == wire.FlagCompact {
 		switch {
 		case len(rest) < 20:
@@ -424,9 +436,12 @@ func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 		case hl != 20 || !restores(be.Uint16(ph[2:])):
 			return "drop_bad_inner"
 		}
-		return "decap"
+		return decap
 	}
 	if ph[0]&wire.FlagProbe != 0 {
+		if tagged {
+			return decap
+		}
 		return "probe"
 	}
 	if len(rest) < 20 {
@@ -440,7 +455,7 @@ func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 	if netip.AddrFrom4([4]byte(rest[12:16])) != innerSrc {
 		return "drop_inner_source"
 	}
-	return "decap"
+	return decap
 }
 
 // peerCheck is the receiver's peer check against testReceiver's three paths: the outer

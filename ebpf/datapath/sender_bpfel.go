@@ -52,8 +52,13 @@ type senderTxCfg struct {
 	Signal   uint32
 	Local    uint32
 	Peer     uint32
-	Paths    [8]senderTxPath
-	Slots    [1024]uint8
+	Key      struct {
+		_  structs.HostLayout
+		K0 uint64
+		K1 uint64
+	}
+	Paths [8]senderTxPath
+	Slots [1024]uint8
 }
 
 type senderTxFlag uint8
@@ -63,6 +68,7 @@ const (
 	senderTxFlagTX_F_COMPACT   senderTxFlag = 2
 	senderTxFlagTX_F_ACK_PATH  senderTxFlag = 4
 	senderTxFlagTX_F_IP_ENCAP  senderTxFlag = 8
+	senderTxFlagTX_F_AUTH      senderTxFlag = 16
 )
 
 type senderTxPath struct {

@@ -150,6 +150,9 @@ type Receiver struct {
 	// Self, this end's tunnel address, is never one.
 	Allowed []netip.Prefix
 	Self    netip.Addr
+	// Keys, when given, make the tunnel take only packets tagged under one of them, each
+	// once: the first is the one the peer tags with, a second lets keys roll over.
+	Keys []wire.Key
 	// Compact packets are restored to travel from Peer to Local (the tunnel's addresses);
 	// without them the tunnel takes no compact packets.
 	Peer, Local netip.Addr
@@ -190,6 +193,9 @@ func (r *Receiver) validate() error {
 			return fmt.Errorf("allowed inner source %s is not an IPv4 prefix", a)
 		}
 	}
+	if len(r.Keys) > len(receiverRxTunnel{}.Keys) {
+		return fmt.Errorf("tunnel %d has %d keys: give at most 2, the new one and the one it replaces", r.ID, len(r.Keys))
+	}
 	return nil
 }
 
@@ -222,6 +228,13 @@ func (d *Datapath) SetReceiver(r Receiver) error {
 	}
 	for i, p := range r.Paths {
 		t.Paths[i].Src, t.Paths[i].Dst, t.Paths[i].Ifindex = be32(p.Src), be32(p.Dst), p.Ifindex
+	}
+	if len(r.Keys) > 0 {
+		t.Flags |= receiverRxFlagRX_F_AUTH
+		t.N_keys = uint8(len(r.Keys))
+	}
+	for i := range r.Keys {
+		t.Keys[i].K0, t.Keys[i].K1 = keyHalves(&r.Keys[i])
 	}
 	for i, a := range r.Allowed {
 		a = a.Masked()

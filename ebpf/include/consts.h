@@ -54,6 +54,7 @@ enum tx_flag : __u8 {
 	TX_F_COMPACT = 0x2,  /* send TCP between the tunnel's own addresses compact */
 	TX_F_ACK_PATH = 0x4, /* packets up to ACK_MAX_INNER go on tx_cfg.ack_path */
 	TX_F_IP_ENCAP = 0x8, /* the Plait header right after the outer IPv4 header, no UDP */
+	TX_F_AUTH = 0x10,    /* tag every packet under tx_cfg.key */
 };
 
 /* rx_tunnel.flags */
@@ -62,7 +63,16 @@ enum rx_flag : __u8 {
 	 * addresses, which the host does not know; only the interface is checked and the
 	 * header's path id is believed. */
 	RX_F_ANY_PEER = 0x1,
+	/* Only packets tagged under one of rx_tunnel.keys are taken, once each (anti-replay
+	 * window on seq). */
+	RX_F_AUTH = 0x2,
 };
+
+/* The anti-replay window (RFC 4303 section 3.4.3, kept as WireGuard keeps it): a ring of
+ * REPLAY_WORDS 64-bit words, of which all but the one the highest seq is in lie behind it.
+ * 8128 packets: wider than striping reorders at 1 Gbit/s over 100 ms of skew. */
+#define REPLAY_WORDS 128
+#define REPLAY_WINDOW ((REPLAY_WORDS - 1) * 64)
 
 /* The largest IPv4 header plus TCP header with options: every pure ACK, SACK blocks and
  * all, fits. */
@@ -106,6 +116,9 @@ enum receiver_stat {
 	RCV_DROP_PATH_MISMATCH, /* the addresses are one path's, the header names another */
 	RCV_DROP_WRONG_IFACE,   /* the path's addresses, but not the path's interface */
 	RCV_DROP_INNER_SOURCE,  /* inner source outside the prefixes the peer may send from */
+	RCV_DROP_NO_TAG,        /* the tunnel authenticates, the packet carries no tag */
+	RCV_DROP_BAD_TAG,       /* the tag is none of the tunnel's keys' (or it has no key) */
+	RCV_DROP_REPLAY,        /* authenticated, but seen before or behind the window */
 	RCV_STAT_MAX,
 };
 

@@ -15,6 +15,14 @@
  * compact:
  *               Ethernet | outer IPv4 (protocol PLAIT_IPPROTO) | plait_hdr | ...
  *
+ * Authenticated (PLAIT_F_AUTH): an 8-byte tag follows the header and the telemetry block,
+ * SipHash-2-4 under the tunnel's key over the header and the first PLAIT_TAG_COVER bytes
+ * after the tag: the inner IPv4 header up to its source address (its checksum, which
+ * covers the destination, included), or a compact packet's TCP header up to its
+ * checksum, which a path interface may still have to fill in. Telemetry is outside it:
+ * switches stamp it on the way.
+ *               ... | plait_hdr | [plait_tel] | tag | inner (at least PLAIT_TAG_COVER bytes)
+ *
  * The same layout is defined in wire/wire.go and p4/include/headers.p4; the test in
  * tests/wireformat checks all three against each other. Change all three or none.
  */
@@ -32,6 +40,7 @@
 #define PLAIT_F_PROBE 0x1     /* measurement probe: no inner packet follows */
 #define PLAIT_F_TELEMETRY 0x2 /* a plait_tel block follows the header */
 #define PLAIT_F_COMPACT 0x4   /* a TCP segment follows, its IPv4 header is the outer one */
+#define PLAIT_F_AUTH 0x8      /* a tag follows the header (and telemetry) */
 
 struct plait_hdr {
 	__u8 ver_flags;   /* version in the high nibble (PLAIT_VERSION), PLAIT_F_* flags in the low */
@@ -60,5 +69,9 @@ struct plait_tel {
 #define PLAIT_IP_ENCAP_LEN (20 /* IPv4 */ + sizeof(struct plait_hdr))
 #define PLAIT_IP_COMPACT_LEN (sizeof(struct plait_hdr))
 #define PLAIT_TEL_LEN (sizeof(struct plait_tel))
+/* The tag, and how many bytes after it it covers: the message is the header and those. */
+#define PLAIT_TAG_LEN 8
+#define PLAIT_TAG_COVER 16
+#define PLAIT_TAG_MSG (16 + PLAIT_TAG_COVER)
 
 #endif /* PLAIT_H */

@@ -7,6 +7,7 @@
 #include <bpf/bpf_helpers.h>
 #include "consts.h"
 #include "plait.h"
+#include "siphash.h"
 
 /* ---- sender ---- */
 
@@ -38,6 +39,7 @@ struct tx_cfg {
 	__u32 signal;
 	__be32 local;    /* compact: the tunnel's own address ... */
 	__be32 peer;     /* ... and the peer's: TCP between them is sent compact */
+	struct plait_key key; /* TX_F_AUTH: packets are tagged under it */
 	struct tx_path paths[PLAIT_MAX_PATHS];
 	__u8 slots[WRR_SLOTS];      /* wrr: path of each slot */
 };
@@ -77,7 +79,7 @@ struct rx_tunnel {
 	enum rx_flag flags; /* RX_F_* */
 	__u8 n_paths;
 	__u8 n_allowed;
-	__u8 pad;
+	__u8 n_keys;     /* RX_F_AUTH: keys[0], and keys[1] while keys roll over */
 	__s32 bias_ns;   /* subtracted from receive-minus-send before the signed cast */
 	__u32 epoch;     /* interval number, bumped by the agent; selects the min/max slot */
 	__be32 peer;     /* compact packets are restored to come from peer ... */
@@ -85,6 +87,7 @@ struct rx_tunnel {
 	__be32 self;     /* our tunnel address: never an inner source */
 	struct rx_path paths[PLAIT_MAX_PATHS]; /* by path id; RX_F_ANY_PEER: [0].ifindex only */
 	struct rx_prefix allowed[RX_ALLOWED];  /* inner sources the peer may send from */
+	struct plait_key keys[2];
 };
 
 /* The previous arrival of a sequence, for packet pairs. */
@@ -122,6 +125,9 @@ struct rx_shared {
 	__u32 recent[4]; /* seqs of the last arrivals, by arrival index & 3 */
 	struct rx_path_shared paths[PLAIT_MAX_PATHS];
 	struct gap_slot gaps[GAP_RING];
+	__u32 replay_top; /* RX_F_AUTH: highest seq taken ... */
+	__u32 pad;
+	__u64 replay[REPLAY_WORDS]; /* ... and which seqs behind it were (bit seq % 8192) */
 };
 
 struct rx_path_stats {

@@ -58,6 +58,8 @@ type Lab struct {
 	Full      bool
 	Tick      time.Duration
 	ctl       *exec.Cmd
+	// KeyFile is the tunnel key both hosts tag with ("": authentication off).
+	KeyFile string
 }
 
 // Options of a lab.
@@ -65,6 +67,7 @@ type Options struct {
 	Ideal     bool          // add the single link with the paths' summed rate and smallest delay
 	Telemetry bool          // tunnels carry a telemetry block the switches stamp
 	Full      bool          // tunnels encapsulate every packet whole (no compact TCP)
+	NoAuth    bool          // tunnels send untagged packets (authentication off)
 	Tick      time.Duration // the switches' links send once per tick, as an LTE cell per TTI
 	Weights   []float64
 	Deploy    bool // the controller reaches agents and switches over TCP with mutual TLS (deploy.go)
@@ -103,6 +106,12 @@ func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	for _, h := range []*nstest.NS{l.H1, l.H2} {
 		// Per-namespace sysctls: the flows' congestion control is set per test.
 		h.Run("sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
+	}
+	if !opts.NoAuth {
+		l.KeyFile = filepath.Join(l.Dir, "tunnel.key")
+		if out, err := exec.Command(bin, "tunnel", "genkey", l.KeyFile).CombinedOutput(); err != nil {
+			t.Fatalf("tunnel key: %v: %s", err, out)
+		}
 	}
 	l.startAgent(l.H1, l.Sock1)
 	l.startAgent(l.H2, l.Sock2)
@@ -213,6 +222,11 @@ func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float6
 	args := []string{"--agent", sock, "tunnel", "add", "--id", "1", "--device", "plait0", "--address", "10.99.0." + local + "/24"}
 	if !l.Full {
 		args = append(args, "--peer", "10.99.0."+remote)
+	}
+	if l.KeyFile != "" {
+		args = append(args, "--key-file", l.KeyFile)
+	} else {
+		args = append(args, "--no-auth")
 	}
 	for i, p := range l.Paths {
 		args = append(args, "--path", fmt.Sprintf("name=%s,dev=eth%d,remote=10.0.%d.%s", p.Name, i+1, i+1, remote))

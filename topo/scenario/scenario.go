@@ -53,6 +53,12 @@ const (
 	EncapUDP = "udp" // in UDP, as paths through NAT need
 )
 
+// Whether the lab's tunnel tags its packets (docs/security.md).
+const (
+	AuthOn  = "on"  // a key made for the run, as operators' tunnels have
+	AuthOff = "off" // untagged: the lab's links are its own
+)
+
 // Switch targets.
 const (
 	SwitchAuto     = "auto"     // BMv2 when simple_switch_grpc is installed, else embedded
@@ -67,6 +73,7 @@ type Scenario struct {
 	Shape       string
 	Switch      string
 	Encap       string
+	Auth        string
 	Paths       []Path
 	Traffic     Traffic
 	Compare     []string
@@ -159,6 +166,7 @@ type rawScenario struct {
 	Shape       string     `yaml:"shape"`
 	Switch      string     `yaml:"switch"`
 	Encap       string     `yaml:"encap"`
+	Auth        string     `yaml:"auth"`
 	Paths       []rawPath  `yaml:"paths"`
 	Traffic     rawTraffic `yaml:"traffic"`
 	Compare     []string   `yaml:"compare"`
@@ -218,6 +226,9 @@ func Parse(data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	if s.Encap, err = oneOf("encap", raw.Encap, EncapIP, EncapIP, EncapUDP); err != nil {
+		return nil, err
+	}
+	if s.Auth, err = oneOf("auth", raw.Auth, AuthOn, AuthOn, AuthOff); err != nil {
 		return nil, err
 	}
 	if len(raw.Paths) == 0 {

@@ -267,6 +267,7 @@ type TunnelConfig struct {
 	// end's own tunnel address, and counts them (drop_inner_source). Default: the peer's
 	// tunnel address (peer_address) when given, else remote_prefix.
 	AllowedIps    []string `protobuf:"bytes,20,rep,name=allowed_ips,json=allowedIps,proto3" json:"allowed_ips,omitempty"`
+	Auth          *Auth    `protobuf:"bytes,21,opt,name=auth,proto3" json:"auth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -406,6 +407,84 @@ func (x *TunnelConfig) GetAllowedIps() []string {
 	return nil
 }
 
+func (x *TunnelConfig) GetAuth() *Auth {
+	if x != nil {
+		return x.Auth
+	}
+	return nil
+}
+
+// Per-packet authentication (docs/security.md): every packet carries a SipHash-2-4 tag
+// under the tunnel's key, and the receiver takes each tagged packet once. A tunnel that
+// sends has keys or says it does without; receive-only tunnels take a split switch's
+// untagged packets.
+type Auth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One or two 16-byte keys, the same on both ends. This end tags with the first and
+	// takes the peer's packets under either: to roll keys without a gap, add the new key
+	// second on both ends, then make it first on both, then drop the old one. The agent
+	// never returns, prints or logs them.
+	Keys [][]byte `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// No tags: only for paths nobody else can send on (a lab's own links).
+	Disabled bool `protobuf:"varint,2,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	// Returned by the agent in place of the keys: each key's id (the first 4 bytes of
+	// its SHA-256, hex), to compare the two ends' keys without showing them.
+	KeyIds        []string `protobuf:"bytes,3,rep,name=key_ids,json=keyIds,proto3" json:"key_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Auth) Reset() {
+	*x = Auth{}
+	mi := &file_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Auth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Auth) ProtoMessage() {}
+
+func (x *Auth) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Auth.ProtoReflect.Descriptor instead.
+func (*Auth) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Auth) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *Auth) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+func (x *Auth) GetKeyIds() []string {
+	if x != nil {
+		return x.KeyIds
+	}
+	return nil
+}
+
 // SignalTrigger lets the sending agent give a flow's slow start its congestion signal
 // itself, within milliseconds of the queue showing, where a controller reading reports
 // is a path delay and a round trip late: slow start doubles the window every round trip,
@@ -430,7 +509,7 @@ type SignalTrigger struct {
 
 func (x *SignalTrigger) Reset() {
 	*x = SignalTrigger{}
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +521,7 @@ func (x *SignalTrigger) String() string {
 func (*SignalTrigger) ProtoMessage() {}
 
 func (x *SignalTrigger) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[3]
+	mi := &file_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +534,7 @@ func (x *SignalTrigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalTrigger.ProtoReflect.Descriptor instead.
 func (*SignalTrigger) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{3}
+	return file_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SignalTrigger) GetRateBps() float64 {
@@ -500,7 +579,7 @@ type PathEstimate struct {
 
 func (x *PathEstimate) Reset() {
 	*x = PathEstimate{}
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +591,7 @@ func (x *PathEstimate) String() string {
 func (*PathEstimate) ProtoMessage() {}
 
 func (x *PathEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[4]
+	mi := &file_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +604,7 @@ func (x *PathEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathEstimate.ProtoReflect.Descriptor instead.
 func (*PathEstimate) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{4}
+	return file_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PathEstimate) GetRateBps() float64 {
@@ -568,7 +647,7 @@ type PathState struct {
 
 func (x *PathState) Reset() {
 	*x = PathState{}
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +659,7 @@ func (x *PathState) String() string {
 func (*PathState) ProtoMessage() {}
 
 func (x *PathState) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +672,7 @@ func (x *PathState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathState.ProtoReflect.Descriptor instead.
 func (*PathState) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PathState) GetIndex() uint32 {
@@ -671,7 +750,7 @@ type Tunnel struct {
 
 func (x *Tunnel) Reset() {
 	*x = Tunnel{}
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +762,7 @@ func (x *Tunnel) String() string {
 func (*Tunnel) ProtoMessage() {}
 
 func (x *Tunnel) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +775,7 @@ func (x *Tunnel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tunnel.ProtoReflect.Descriptor instead.
 func (*Tunnel) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Tunnel) GetConfig() *TunnelConfig {
@@ -736,7 +815,7 @@ type TunnelRef struct {
 
 func (x *TunnelRef) Reset() {
 	*x = TunnelRef{}
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +827,7 @@ func (x *TunnelRef) String() string {
 func (*TunnelRef) ProtoMessage() {}
 
 func (x *TunnelRef) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +840,7 @@ func (x *TunnelRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelRef.ProtoReflect.Descriptor instead.
 func (*TunnelRef) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TunnelRef) GetId() uint32 {
@@ -780,7 +859,7 @@ type ListTunnelsResponse struct {
 
 func (x *ListTunnelsResponse) Reset() {
 	*x = ListTunnelsResponse{}
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +871,7 @@ func (x *ListTunnelsResponse) String() string {
 func (*ListTunnelsResponse) ProtoMessage() {}
 
 func (x *ListTunnelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +884,7 @@ func (x *ListTunnelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTunnelsResponse.ProtoReflect.Descriptor instead.
 func (*ListTunnelsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTunnelsResponse) GetTunnels() []*Tunnel {
@@ -825,7 +904,7 @@ type SetWeightsRequest struct {
 
 func (x *SetWeightsRequest) Reset() {
 	*x = SetWeightsRequest{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +916,7 @@ func (x *SetWeightsRequest) String() string {
 func (*SetWeightsRequest) ProtoMessage() {}
 
 func (x *SetWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +929,7 @@ func (x *SetWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWeightsRequest.ProtoReflect.Descriptor instead.
 func (*SetWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetWeightsRequest) GetTunnelId() uint32 {
@@ -877,7 +956,7 @@ type SetModeRequest struct {
 
 func (x *SetModeRequest) Reset() {
 	*x = SetModeRequest{}
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +968,7 @@ func (x *SetModeRequest) String() string {
 func (*SetModeRequest) ProtoMessage() {}
 
 func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[10]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +981,7 @@ func (x *SetModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetModeRequest.ProtoReflect.Descriptor instead.
 func (*SetModeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{10}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetModeRequest) GetTunnelId() uint32 {
@@ -929,7 +1008,7 @@ type SetAckPathRequest struct {
 
 func (x *SetAckPathRequest) Reset() {
 	*x = SetAckPathRequest{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1020,7 @@ func (x *SetAckPathRequest) String() string {
 func (*SetAckPathRequest) ProtoMessage() {}
 
 func (x *SetAckPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1033,7 @@ func (x *SetAckPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAckPathRequest.ProtoReflect.Descriptor instead.
 func (*SetAckPathRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetAckPathRequest) GetTunnelId() uint32 {
@@ -982,7 +1061,7 @@ type SetPathStateRequest struct {
 
 func (x *SetPathStateRequest) Reset() {
 	*x = SetPathStateRequest{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1073,7 @@ func (x *SetPathStateRequest) String() string {
 func (*SetPathStateRequest) ProtoMessage() {}
 
 func (x *SetPathStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1086,7 @@ func (x *SetPathStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathStateRequest.ProtoReflect.Descriptor instead.
 func (*SetPathStateRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetPathStateRequest) GetTunnelId() uint32 {
@@ -1041,7 +1120,7 @@ type SetSignalTriggerRequest struct {
 
 func (x *SetSignalTriggerRequest) Reset() {
 	*x = SetSignalTriggerRequest{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1132,7 @@ func (x *SetSignalTriggerRequest) String() string {
 func (*SetSignalTriggerRequest) ProtoMessage() {}
 
 func (x *SetSignalTriggerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1145,7 @@ func (x *SetSignalTriggerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSignalTriggerRequest.ProtoReflect.Descriptor instead.
 func (*SetSignalTriggerRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetSignalTriggerRequest) GetTunnelId() uint32 {
@@ -1093,7 +1172,7 @@ type SetPathEstimatesRequest struct {
 
 func (x *SetPathEstimatesRequest) Reset() {
 	*x = SetPathEstimatesRequest{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1184,7 @@ func (x *SetPathEstimatesRequest) String() string {
 func (*SetPathEstimatesRequest) ProtoMessage() {}
 
 func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1197,7 @@ func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathEstimatesRequest.ProtoReflect.Descriptor instead.
 func (*SetPathEstimatesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetPathEstimatesRequest) GetTunnelId() uint32 {
@@ -1145,7 +1224,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1236,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1249,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatsRequest) GetTunnelId() uint32 {
@@ -1228,7 +1307,7 @@ type PathStats struct {
 
 func (x *PathStats) Reset() {
 	*x = PathStats{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1319,7 @@ func (x *PathStats) String() string {
 func (*PathStats) ProtoMessage() {}
 
 func (x *PathStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1332,7 @@ func (x *PathStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathStats.ProtoReflect.Descriptor instead.
 func (*PathStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PathStats) GetIndex() uint32 {
@@ -1466,7 +1545,7 @@ type ReorderStats struct {
 
 func (x *ReorderStats) Reset() {
 	*x = ReorderStats{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1557,7 @@ func (x *ReorderStats) String() string {
 func (*ReorderStats) ProtoMessage() {}
 
 func (x *ReorderStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1570,7 @@ func (x *ReorderStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReorderStats.ProtoReflect.Descriptor instead.
 func (*ReorderStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReorderStats) GetReceived() uint64 {
@@ -1579,7 +1658,7 @@ type TunnelStats struct {
 
 func (x *TunnelStats) Reset() {
 	*x = TunnelStats{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1670,7 @@ func (x *TunnelStats) String() string {
 func (*TunnelStats) ProtoMessage() {}
 
 func (x *TunnelStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1683,7 @@ func (x *TunnelStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelStats.ProtoReflect.Descriptor instead.
 func (*TunnelStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TunnelStats) GetTunnelId() uint32 {
@@ -1668,7 +1747,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1759,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1772,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Stats) GetTunnels() []*TunnelStats {
@@ -1731,7 +1810,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xfa\x03\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\x9e\x04\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -1749,7 +1828,12 @@ const file_agent_proto_rawDesc = "" +
 	"\x05encap\x18\r \x01(\x0e2\x0f.plait.v1.EncapR\x05encap\x12>\n" +
 	"\x0esignal_trigger\x18\x0e \x01(\v2\x17.plait.v1.SignalTriggerR\rsignalTrigger\x12\x1f\n" +
 	"\vallowed_ips\x18\x14 \x03(\tR\n" +
-	"allowedIps\"\x83\x01\n" +
+	"allowedIps\x12\"\n" +
+	"\x04auth\x18\x15 \x01(\v2\x0e.plait.v1.AuthR\x04auth\"O\n" +
+	"\x04Auth\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\fR\x04keys\x12\x1a\n" +
+	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12\x17\n" +
+	"\akey_ids\x18\x03 \x03(\tR\x06keyIds\"\x83\x01\n" +
 	"\rSignalTrigger\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
 	"\bqueue_us\x18\x02 \x01(\x01R\aqueueUs\x12\x1f\n" +
@@ -1913,80 +1997,82 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
 	(Encap)(0),                      // 1: plait.v1.Encap
 	(*Empty)(nil),                   // 2: plait.v1.Empty
 	(*PathConfig)(nil),              // 3: plait.v1.PathConfig
 	(*TunnelConfig)(nil),            // 4: plait.v1.TunnelConfig
-	(*SignalTrigger)(nil),           // 5: plait.v1.SignalTrigger
-	(*PathEstimate)(nil),            // 6: plait.v1.PathEstimate
-	(*PathState)(nil),               // 7: plait.v1.PathState
-	(*Tunnel)(nil),                  // 8: plait.v1.Tunnel
-	(*TunnelRef)(nil),               // 9: plait.v1.TunnelRef
-	(*ListTunnelsResponse)(nil),     // 10: plait.v1.ListTunnelsResponse
-	(*SetWeightsRequest)(nil),       // 11: plait.v1.SetWeightsRequest
-	(*SetModeRequest)(nil),          // 12: plait.v1.SetModeRequest
-	(*SetAckPathRequest)(nil),       // 13: plait.v1.SetAckPathRequest
-	(*SetPathStateRequest)(nil),     // 14: plait.v1.SetPathStateRequest
-	(*SetSignalTriggerRequest)(nil), // 15: plait.v1.SetSignalTriggerRequest
-	(*SetPathEstimatesRequest)(nil), // 16: plait.v1.SetPathEstimatesRequest
-	(*StatsRequest)(nil),            // 17: plait.v1.StatsRequest
-	(*PathStats)(nil),               // 18: plait.v1.PathStats
-	(*ReorderStats)(nil),            // 19: plait.v1.ReorderStats
-	(*TunnelStats)(nil),             // 20: plait.v1.TunnelStats
-	(*Stats)(nil),                   // 21: plait.v1.Stats
-	nil,                             // 22: plait.v1.Stats.SenderEntry
-	nil,                             // 23: plait.v1.Stats.ReceiverEntry
+	(*Auth)(nil),                    // 5: plait.v1.Auth
+	(*SignalTrigger)(nil),           // 6: plait.v1.SignalTrigger
+	(*PathEstimate)(nil),            // 7: plait.v1.PathEstimate
+	(*PathState)(nil),               // 8: plait.v1.PathState
+	(*Tunnel)(nil),                  // 9: plait.v1.Tunnel
+	(*TunnelRef)(nil),               // 10: plait.v1.TunnelRef
+	(*ListTunnelsResponse)(nil),     // 11: plait.v1.ListTunnelsResponse
+	(*SetWeightsRequest)(nil),       // 12: plait.v1.SetWeightsRequest
+	(*SetModeRequest)(nil),          // 13: plait.v1.SetModeRequest
+	(*SetAckPathRequest)(nil),       // 14: plait.v1.SetAckPathRequest
+	(*SetPathStateRequest)(nil),     // 15: plait.v1.SetPathStateRequest
+	(*SetSignalTriggerRequest)(nil), // 16: plait.v1.SetSignalTriggerRequest
+	(*SetPathEstimatesRequest)(nil), // 17: plait.v1.SetPathEstimatesRequest
+	(*StatsRequest)(nil),            // 18: plait.v1.StatsRequest
+	(*PathStats)(nil),               // 19: plait.v1.PathStats
+	(*ReorderStats)(nil),            // 20: plait.v1.ReorderStats
+	(*TunnelStats)(nil),             // 21: plait.v1.TunnelStats
+	(*Stats)(nil),                   // 22: plait.v1.Stats
+	nil,                             // 23: plait.v1.Stats.SenderEntry
+	nil,                             // 24: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	3,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
 	0,  // 1: plait.v1.TunnelConfig.mode:type_name -> plait.v1.Mode
 	1,  // 2: plait.v1.TunnelConfig.encap:type_name -> plait.v1.Encap
-	5,  // 3: plait.v1.TunnelConfig.signal_trigger:type_name -> plait.v1.SignalTrigger
-	3,  // 4: plait.v1.PathState.config:type_name -> plait.v1.PathConfig
-	6,  // 5: plait.v1.PathState.estimate:type_name -> plait.v1.PathEstimate
-	4,  // 6: plait.v1.Tunnel.config:type_name -> plait.v1.TunnelConfig
-	7,  // 7: plait.v1.Tunnel.paths:type_name -> plait.v1.PathState
-	8,  // 8: plait.v1.ListTunnelsResponse.tunnels:type_name -> plait.v1.Tunnel
-	0,  // 9: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
-	5,  // 10: plait.v1.SetSignalTriggerRequest.trigger:type_name -> plait.v1.SignalTrigger
-	6,  // 11: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
-	18, // 12: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
-	19, // 13: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	20, // 14: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	22, // 15: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	23, // 16: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
-	4,  // 17: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
-	9,  // 18: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
-	2,  // 19: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
-	11, // 20: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
-	12, // 21: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
-	13, // 22: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
-	14, // 23: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	16, // 24: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
-	9,  // 25: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
-	15, // 26: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
-	17, // 27: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	17, // 28: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	8,  // 29: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	2,  // 30: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	10, // 31: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	8,  // 32: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	8,  // 33: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	8,  // 34: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	8,  // 35: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	8,  // 36: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	8,  // 37: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
-	8,  // 38: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
-	21, // 39: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	21, // 40: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	29, // [29:41] is the sub-list for method output_type
-	17, // [17:29] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 3: plait.v1.TunnelConfig.signal_trigger:type_name -> plait.v1.SignalTrigger
+	5,  // 4: plait.v1.TunnelConfig.auth:type_name -> plait.v1.Auth
+	3,  // 5: plait.v1.PathState.config:type_name -> plait.v1.PathConfig
+	7,  // 6: plait.v1.PathState.estimate:type_name -> plait.v1.PathEstimate
+	4,  // 7: plait.v1.Tunnel.config:type_name -> plait.v1.TunnelConfig
+	8,  // 8: plait.v1.Tunnel.paths:type_name -> plait.v1.PathState
+	9,  // 9: plait.v1.ListTunnelsResponse.tunnels:type_name -> plait.v1.Tunnel
+	0,  // 10: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
+	6,  // 11: plait.v1.SetSignalTriggerRequest.trigger:type_name -> plait.v1.SignalTrigger
+	7,  // 12: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
+	19, // 13: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
+	20, // 14: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
+	21, // 15: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	23, // 16: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	24, // 17: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	4,  // 18: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
+	10, // 19: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
+	2,  // 20: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
+	12, // 21: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
+	13, // 22: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
+	14, // 23: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
+	15, // 24: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
+	17, // 25: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	10, // 26: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
+	16, // 27: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
+	18, // 28: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	18, // 29: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	9,  // 30: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	2,  // 31: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	11, // 32: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	9,  // 33: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	9,  // 34: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	9,  // 35: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	9,  // 36: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	9,  // 37: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	9,  // 38: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	9,  // 39: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
+	22, // 40: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	22, // 41: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	30, // [30:42] is the sub-list for method output_type
+	18, // [18:30] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2000,7 +2086,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/plait/plait/agent"
 	pb "github.com/plait/plait/api/plait/v1"
 )
 
@@ -16,7 +17,7 @@ func newTunnelCmd() *cobra.Command {
 		Use:   "tunnel",
 		Short: "Add, remove and list the striped tunnels of a host's agent",
 	}
-	cmd.AddCommand(newTunnelAddCmd(), newTunnelRemoveCmd(), newTunnelListCmd())
+	cmd.AddCommand(newTunnelAddCmd(), newTunnelRemoveCmd(), newTunnelListCmd(), newTunnelGenkeyCmd())
 	return cmd
 }
 
@@ -25,11 +26,15 @@ func newTunnelAddCmd() *cobra.Command {
 		cfg            pb.TunnelConfig
 		paths, weights []string
 		mode, encap    string
+		keyFiles       []string
+		noAuth         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "add --id N --device DEV --address CIDR --path name=NAME,dev=IF,remote=IP ...",
 		Short: "Create a tunnel, or replace the one with the same id",
-		Example: `  plait tunnel add --id 1 --device plait0 --address 10.99.0.1/24 \
+		Example: `  plait tunnel genkey /etc/plait/tunnel1.key   # once; copy it to the peer
+  plait tunnel add --id 1 --device plait0 --address 10.99.0.1/24 --peer 10.99.0.2 \
+    --key-file /etc/plait/tunnel1.key \
     --path name=wifi,dev=eth1,remote=10.0.1.2 --path name=lte,dev=eth2,remote=10.0.2.2 \
     --mode wrr --weights 2,1`,
 		Args: cobra.NoArgs,
@@ -58,6 +63,16 @@ func newTunnelAddCmd() *cobra.Command {
 				return usagef(cmd, "--encap %q: use udp (passes NAT) or ip (8 bytes less a packet, paths without NAT)", encap)
 			}
 			cfg.Encap = pb.Encap(e)
+			if len(keyFiles) > 0 || noAuth {
+				cfg.Auth = &pb.Auth{Disabled: noAuth}
+			}
+			for _, path := range keyFiles {
+				k, err := agent.ReadKeyFile(path)
+				if err != nil {
+					return usagef(cmd, "--key-file: %v", err)
+				}
+				cfg.Auth.Keys = append(cfg.Auth.Keys, k[:])
+			}
 			return withAgent(cmd, func(ctx context.Context, c pb.AgentClient) error {
 				t, err := c.Configure(ctx, &cfg)
 				if err != nil {
@@ -81,10 +96,35 @@ func newTunnelAddCmd() *cobra.Command {
 	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
 	f.StringVar(&cfg.PeerAddress, "peer", "", "the other end's tunnel address: TCP between the two goes compact (20 bytes less a packet)")
 	f.BoolVar(&cfg.ReceiveOnly, "receive-only", false, "only measure and untag on --device (an existing interface): a split switch encapsulates")
+	f.StringArrayVar(&keyFiles, "key-file", nil, "file with the tunnel's key (32 hex digits, mode 0600; the same on both ends): packets are tagged under it; repeat once to roll keys over (the first tags)")
+	f.BoolVar(&noAuth, "no-auth", false, "send and take untagged packets: only where nobody else can send on the paths")
+	f.StringSliceVar(&cfg.AllowedIps, "allowed-ip", nil, "inner source prefix the peer may send from (repeat, at most 8; default: --peer's address, else --remote-prefix)")
 	for _, name := range []string{"id", "device", "address"} {
 		cmd.MarkFlagRequired(name)
 	}
 	return cmd
+}
+
+// authState says how the tunnel's packets are authenticated, naming keys by their ids.
+func authState(c *pb.TunnelConfig) string {
+	switch {
+	case c.ReceiveOnly:
+		return "untagged (receive-only)"
+	case c.Auth.GetDisabled():
+		return "authentication off"
+	}
+	return "keys " + strings.Join(c.Auth.GetKeyIds(), ",")
+}
+
+func newTunnelGenkeyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "genkey FILE",
+		Short: "Write a new random tunnel key to FILE (created mode 0600); give both ends the same",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return agent.WriteKeyFile(args[0])
+		},
+	}
 }
 
 func parsePath(s string) (*pb.PathConfig, error) {
@@ -200,7 +240,7 @@ func printTunnels(cmd *cobra.Command, ts []*pb.Tunnel) error {
 		if c.Encap == pb.Encap_ENCAP_IP {
 			encap = "ip"
 		}
-		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  %s  mode %s  mtu %d\n", c.Id, c.Device, c.Address, c.RemotePrefix, encap, mode, t.Mtu)
+		fmt.Fprintf(w, "tunnel %d  device %s  %s -> %s  %s  mode %s  mtu %d  %s\n", c.Id, c.Device, c.Address, c.RemotePrefix, encap, mode, t.Mtu, authState(c))
 		if g := c.SignalTrigger; g != nil {
 			fmt.Fprintf(w, "signal trigger: once within %d ms of a flow's start, at a queue of %s at %s that stood %s\n",
 				g.WindowMs, fmtUs(g.QueueUs), fmtRate(g.RateBps), fmtUs(g.StandingUs))
