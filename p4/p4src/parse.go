@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -79,26 +78,19 @@ type Program struct {
 	Consts    map[string]int64
 	Defines   map[string]int64 // numeric #define values (MAX_TUNNELS, ...), after expansion
 	structs   map[string]map[string]string // struct type -> member -> type
+	headers   []string                     // header types in declaration order
 }
 
-// ControllerHeaders lists the @controller_header types in declaration order.
+// ControllerHeaders lists the @controller_header types in declaration order, the order
+// p4c emits them in.
 func (p *Program) ControllerHeaders() []*Header {
 	var hs []*Header
-	for _, name := range p.headerOrder() {
+	for _, name := range p.headers {
 		if h := p.Headers[name]; h.ControllerHeader != "" {
 			hs = append(hs, h)
 		}
 	}
 	return hs
-}
-
-func (p *Program) headerOrder() []string {
-	names := make([]string, 0, len(p.Headers))
-	for n := range p.Headers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // v1model's standard_metadata fields that the program may use as keys.
@@ -239,6 +231,7 @@ func Parse(src string) (*Program, error) {
 			h.Fields = append(h.Fields, Field{Name: f[2], Bits: bits})
 		}
 		p.Headers[h.Name] = h
+		p.headers = append(p.headers, h.Name)
 	}
 	for _, m := range reStruct.FindAllStringSubmatch(src, -1) {
 		members := map[string]string{}
