@@ -34,7 +34,7 @@ def scenario(path, shape):
     path.write_text(
         "name: bmv2-%s\nswitch: bmv2\nshape: %s\n" % (shape, shape)
         + "paths: [{name: a, rate: 4mbit, delay: 10ms}, {name: b, rate: 2mbit, delay: 30ms}]\n"
-        "traffic: {duration: 6s, omit: 1s}\ncompare: [ideal, auto]\n"
+        "traffic: {duration: 10s, omit: 2s}\ncompare: [ideal, auto]\n"
     )
     return str(path)
 
