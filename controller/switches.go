@@ -127,7 +127,7 @@ func less(a, b *p4v1.Uint128) bool {
 func (s *switchConn) run(ctx context.Context, log *slog.Logger) {
 	// A switch that restarts is back within a second or two: retry soon enough that its
 	// split is restored within 2 s, and no faster than a busy loop.
-	const first, most = 50 * time.Millisecond, 500 * time.Millisecond
+	const first, most = 50 * time.Millisecond, 250 * time.Millisecond
 	backoff := first
 	for ctx.Err() == nil {
 		primary, err := s.session(ctx, log)

@@ -60,6 +60,7 @@ type Lab struct {
 	ctl       *exec.Cmd
 	// KeyFile is the tunnel key both hosts tag with ("": authentication off).
 	KeyFile string
+	split   bool // the split shape (split.go)
 }
 
 // Options of a lab.
@@ -117,15 +118,18 @@ func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	l.startAgent(l.H2, l.Sock2)
 	l.tunnel(l.H1, l.Sock1, "1", "2", opts.Weights)
 	l.tunnel(l.H2, l.Sock2, "2", "1", nil)
-	t.Cleanup(func() {
-		for _, ns := range []*nstest.NS{l.H1, l.H2} {
-			if out, err := ns.Try("stat", "-L", "-c", "%i", ns.Path()); err == nil {
-				os.RemoveAll("/sys/fs/bpf/plait/netns-" + strings.TrimSpace(out))
-				os.RemoveAll("/run/plait/netns-" + strings.TrimSpace(out))
-			}
-		}
-	})
+	t.Cleanup(l.cleanPins)
 	return l
+}
+
+// cleanPins removes the agents' pins and state, which outlive them by design.
+func (l *Lab) cleanPins() {
+	for _, ns := range []*nstest.NS{l.H1, l.H2} {
+		if out, err := ns.Try("stat", "-L", "-c", "%i", ns.Path()); err == nil {
+			os.RemoveAll("/sys/fs/bpf/plait/netns-" + strings.TrimSpace(out))
+			os.RemoveAll("/run/plait/netns-" + strings.TrimSpace(out))
+		}
+	}
 }
 
 func (l *Lab) idealPath() Path {
@@ -179,11 +183,21 @@ func (l *Lab) link(i int, p Path) {
 	if p.Queue > 0 {
 		link += fmt.Sprintf(",queue=%d", p.Queue)
 	}
+	l.startSwitch(i, []string{"1=" + sw + "-1", "2=" + sw + "-2"}, "--link", "1:"+link, "--link", "2:"+link)
+}
+
+// startSwitch starts switch s<i> on ports (NUM=INTERFACE) and waits for its gRPC server.
+func (l *Lab) startSwitch(i int, ports []string, extra ...string) {
+	sw := fmt.Sprintf("s%d", i)
 	addr := l.SwitchAddr(i)
+	args := []string{"switch", "--name", sw, "--grpc", addr, "--tick", l.Tick.String()}
+	for _, p := range ports {
+		args = append(args, "--port", p)
+	}
 	l.start(sw, l.Net, func() bool {
 		_, err := l.Net.Try(l.Bin, append(l.TLSArgs("controller"), "link", "show", "--switch", addr)...)
 		return err == nil
-	}, append([]string{"switch", "--name", sw, "--grpc", addr, "--port", "1=" + sw + "-1", "--port", "2=" + sw + "-2", "--link", "1:" + link, "--link", "2:" + link, "--tick", l.Tick.String()}, l.switchTLSArgs()...)...)
+	}, append(append(args, extra...), l.switchTLSArgs()...)...)
 }
 
 // proc is a switch or agent the lab can restart.
@@ -246,6 +260,9 @@ func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float6
 
 // Network writes the controller's network file for the lab; mode is the tunnel's.
 func (l *Lab) Network(mode string, weights []float64) string {
+	if l.split {
+		return l.splitNetwork(mode)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "interval: 100ms\n")
 	if l.PKI != "" {

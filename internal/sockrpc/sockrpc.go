@@ -160,8 +160,8 @@ func Listen(l Listener) (*grpc.Server, net.Listener, error) {
 }
 
 // Dial connects to target (unix:PATH, a path, or HOST:PORT), with TLS when t names any
-// file; the connection is made on first use.
-func Dial(target string, t TLS) (*grpc.ClientConn, error) {
+// file; the connection is made on first use. opts come after Dial's own.
+func Dial(target string, t TLS, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	e, err := ParseEndpoint(target)
 	if err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func Dial(target string, t TLS) (*grpc.ClientConn, error) {
 	} else {
 		addr = "dns:///" + e.Address
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", e, err)
 	}
