@@ -12,9 +12,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"log/slog"
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -144,17 +147,18 @@ func Listen(l Listener) (*grpc.Server, net.Listener, error) {
 	if !l.Endpoint.Loopback() && l.TLS.CA == "" {
 		return nil, nil, fmt.Errorf("%s is not a loopback address: serving on it needs mutual TLS, give a CA, certificate and key (plait cert makes them)", l.Endpoint)
 	}
+	lis, err := net.Listen("tcp", l.Endpoint.Address)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", l.Endpoint, err)
+	}
 	var opts []grpc.ServerOption
 	if l.TLS.Enabled() {
 		cfg, err := l.TLS.server()
 		if err != nil {
+			lis.Close()
 			return nil, nil, err
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
-	}
-	lis, err := net.Listen("tcp", l.Endpoint.Address)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen on %s: %w", l.Endpoint, err)
+		opts = append(opts, grpc.Creds(refusals{TransportCredentials: credentials.NewTLS(cfg), where: lis.Addr().String(), last: new(atomic.Int64)}))
 	}
 	return grpc.NewServer(opts...), lis, nil
 }
@@ -188,4 +192,28 @@ func Dial(target string, t TLS, opts ...grpc.DialOption) (*grpc.ClientConn, erro
 		return nil, fmt.Errorf("connect to %s: %w", e, err)
 	}
 	return conn, nil
+}
+
+// refusals logs the clients TLS refuses (no certificate, another CA's, plaintext), at
+// most one a second so that a scanner cannot flood the log: the server's side of the
+// reason the client is told.
+type refusals struct {
+	credentials.TransportCredentials
+	where string
+	last  *atomic.Int64 // unix ns of the last line
+}
+
+func (r refusals) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, info, err := r.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		now := time.Now().UnixNano()
+		if last := r.last.Load(); now-last >= int64(time.Second) && r.last.CompareAndSwap(last, now) {
+			slog.Warn("refused a client", "listener", r.where, "client", conn.RemoteAddr().String(), "err", err)
+		}
+	}
+	return c, info, err
+}
+
+func (r refusals) Clone() credentials.TransportCredentials {
+	return refusals{TransportCredentials: r.TransportCredentials.Clone(), where: r.where, last: r.last}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/user"
@@ -135,6 +136,7 @@ func (pc peerCheck) check(ctx context.Context) error {
 	if pc.gid >= 0 {
 		how = fmt.Sprintf("add the user to group %d", pc.gid)
 	}
+	slog.Warn("refused a caller", "socket", pc.socket, "uid", c.Uid, "pid", c.Pid)
 	return status.Errorf(codes.PermissionDenied, "uid %d (pid %d) may not use %s: only root and uid %d may (%s)", c.Uid, c.Pid, pc.socket, pc.uid, how)
 }
 
