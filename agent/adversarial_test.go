@@ -58,8 +58,9 @@ func newSiege(t *testing.T, cfg func(c *pb.TunnelConfig)) *siege {
 		p.h2.Offloads(dev, false)
 		s.macs[dev] = [2]net.HardwareAddr{mac(t, p.h1, dev), mac(t, p.h2, dev)}
 	}
-	// Were a forged packet handed to h2's stack, nothing else would stop it: a default
-	// route passes loose reverse-path filtering for any source.
+	// Were a forged packet handed to h2's stack, nothing else would stop it: no
+	// reverse-path filter, and a default route for any source.
+	p.h2.Run("sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
 	p.h2.Run("ip", "route", "add", "default", "dev", "eth1")
 	p.a1 = quietAgent(t, p.h1, "h1")
 	p.a2 = quietAgent(t, p.h2, "h2")
@@ -205,13 +206,13 @@ func (s *siege) counts(t *testing.T) counts {
 // forgery is a Plait frame an adversary builds: by default a well-formed copy of what h1
 // would send next on path 0 to the listener, with the sequence numbers h1's sender is at.
 type forgery struct {
-	link          string // link it is sent on, from h1's side
-	src, dst      netip.Addr
-	hdr           wire.Header
-	innerSrc      netip.Addr
-	tamper        func(frame []byte) // last changes to the finished frame
-	payload       string
-	key           *wire.Key // the tag's, when the forger tags
+	link     string // link it is sent on, from h1's side
+	src, dst netip.Addr
+	hdr      wire.Header
+	innerSrc netip.Addr
+	tamper   func(frame []byte) // last changes to the finished frame
+	payload  string
+	key      *wire.Key // the tag's, when the forger tags
 }
 
 func (s *siege) forgery(t *testing.T) forgery {

@@ -259,14 +259,12 @@ func (a *Agent) apply(t *tunnel, fresh bool) error {
 	if t.cfg.ReceiveOnly {
 		return a.applyReceiveOnly(t, fresh)
 	}
-	dev, err := ensureTunnelDevice(t.cfg.Device, t.addr, t.remote, t.mtu)
+	dev, peer, err := ensureTunnelDevice(t.cfg.Device, t.addr, t.remote, t.mtu)
 	if err != nil {
 		return status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
+	t.devPeer, t.devMAC = uint32(peer.Attrs().Index), dev.Attrs().HardwareAddr
 	for _, p := range t.paths {
-		if err := looseRPFilter(p.cfg.Interface); err != nil {
-			return status.Errorf(codes.FailedPrecondition, "%v", err)
-		}
 		if err := a.dp.AttachReceiver(p.ifindex); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "path %q: %v", p.cfg.Name, err)
 		}
@@ -301,9 +299,6 @@ func (a *Agent) applyReceiveOnly(t *tunnel, fresh bool) error {
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: t.addr.Addr().AsSlice(), Mask: net.CIDRMask(t.addr.Bits(), 32)}}
 	if err := netlink.AddrReplace(l, addr); err != nil {
 		return status.Errorf(codes.FailedPrecondition, "add %s to %s: %v", t.addr, t.cfg.Device, err)
-	}
-	if err := looseRPFilter(t.cfg.Device); err != nil {
-		return status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
 	if err := a.dp.AttachReceiver(t.rxIfindex); err != nil {
 		return status.Errorf(codes.FailedPrecondition, "%s: %v", t.cfg.Device, err)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -109,63 +108,64 @@ func peerName(dev string) string { return dev + "p" }
 // ensureTunnelDevice creates the tunnel device (a veth pair) when it is missing and sets
 // what striping needs: no ARP (the sender writes every Ethernet header), no offloads and
 // no GSO (every packet wire-sized with a complete checksum), the MTU, the address and the
-// route.
-func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (netlink.Link, error) {
+// route. It returns the device and its peer, into which the receiver sends decapsulated
+// packets so that they arrive on the device; the device keeps GRO, which also lets the
+// peer take the receiver's XDP frames.
+func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (dev, peer netlink.Link, err error) {
 	if len(peerName(name)) > unix.IFNAMSIZ-1 {
-		return nil, fmt.Errorf("tunnel device name %q is too long: use at most %d characters", name, unix.IFNAMSIZ-2)
+		return nil, nil, fmt.Errorf("tunnel device name %q is too long: use at most %d characters", name, unix.IFNAMSIZ-2)
 	}
-	l, err := netlink.LinkByName(name)
-	if err == nil && !isTunnelDevice(l) {
-		return nil, fmt.Errorf("interface %s exists and is not a Plait tunnel device (a veth pair %s/%s): name a new device, e.g. plait0, so that the agent does not reconfigure this one", name, name, peerName(name))
+	dev, err = netlink.LinkByName(name)
+	if err == nil && !isTunnelDevice(dev) {
+		return nil, nil, fmt.Errorf("interface %s exists and is not a Plait tunnel device (a veth pair %s/%s): name a new device, e.g. plait0, so that the agent does not reconfigure this one", name, name, peerName(name))
 	}
 	if err != nil {
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, MTU: mtu}, PeerName: peerName(name)}
 		if err := netlink.LinkAdd(veth); err != nil {
-			return nil, fmt.Errorf("create tunnel device %s: %w", name, err)
-		}
-		if l, err = netlink.LinkByName(name); err != nil {
-			return nil, fmt.Errorf("tunnel device %s: %w", name, err)
+			return nil, nil, fmt.Errorf("create tunnel device %s: %w", name, err)
 		}
 	}
-	devs := []string{name}
-	if _, err := netlink.LinkByName(peerName(name)); err == nil {
-		devs = append(devs, peerName(name))
-	}
-	for _, d := range devs {
+	for _, d := range []string{name, peerName(name)} {
 		dl, err := netlink.LinkByName(d)
 		if err != nil {
-			return nil, fmt.Errorf("tunnel device %s: %w", d, err)
+			return nil, nil, fmt.Errorf("tunnel device %s: %w", d, err)
 		}
 		if err := netlink.LinkSetMTU(dl, mtu); err != nil {
-			return nil, fmt.Errorf("set MTU %d on %s: %w", mtu, d, err)
+			return nil, nil, fmt.Errorf("set MTU %d on %s: %w", mtu, d, err)
 		}
 		if err := netlink.LinkSetARPOff(dl); err != nil {
-			return nil, fmt.Errorf("turn ARP off on %s: %w", d, err)
+			return nil, nil, fmt.Errorf("turn ARP off on %s: %w", d, err)
 		}
-		if err := offloadsOff(d); err != nil {
-			return nil, err
+		if err := offloadsOff(d, d == name); err != nil {
+			return nil, nil, err
 		}
 		// TCP builds GSO super-packets whatever the device's offloads say; one header per
 		// wire packet needs one-segment skbs.
 		if err := netlink.LinkSetGSOMaxSegs(dl, 1); err != nil {
-			return nil, fmt.Errorf("limit GSO on %s: %w", d, err)
+			return nil, nil, fmt.Errorf("limit GSO on %s: %w", d, err)
 		}
 		os.WriteFile(filepath.Join("/proc/sys/net/ipv6/conf", d, "disable_ipv6"), []byte("1"), 0)
 		if err := netlink.LinkSetUp(dl); err != nil {
-			return nil, fmt.Errorf("set %s up: %w", d, err)
+			return nil, nil, fmt.Errorf("set %s up: %w", d, err)
 		}
+	}
+	if dev, err = netlink.LinkByName(name); err == nil {
+		peer, err = netlink.LinkByName(peerName(name))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("tunnel device %s: %w", name, err)
 	}
 	a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(addr.Bits(), 32)}}
-	if err := netlink.AddrReplace(l, a); err != nil {
-		return nil, fmt.Errorf("add %s to %s: %w", addr, name, err)
+	if err := netlink.AddrReplace(dev, a); err != nil {
+		return nil, nil, fmt.Errorf("add %s to %s: %w", addr, name, err)
 	}
 	if remote.Masked() != addr.Masked() {
-		r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: remote.Addr().AsSlice(), Mask: net.CIDRMask(remote.Bits(), 32)}}
+		r := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: &net.IPNet{IP: remote.Addr().AsSlice(), Mask: net.CIDRMask(remote.Bits(), 32)}}
 		if err := netlink.RouteReplace(r); err != nil {
-			return nil, fmt.Errorf("route %s via %s: %w", remote, name, err)
+			return nil, nil, fmt.Errorf("route %s via %s: %w", remote, name, err)
 		}
 	}
-	return l, nil
+	return dev, peer, nil
 }
 
 // isTunnelDevice tells a tunnel device ensureTunnelDevice made (a veth whose peer is
@@ -173,23 +173,6 @@ func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (netlin
 func isTunnelDevice(l netlink.Link) bool {
 	p, err := netlink.LinkByName(peerName(l.Attrs().Name))
 	return l.Type() == "veth" && err == nil && p.Type() == "veth"
-}
-
-// looseRPFilter relaxes strict reverse-path filtering on a path interface: decapsulated
-// packets arrive on it from tunnel addresses that are routed via the tunnel device.
-func looseRPFilter(ifname string) error {
-	p := filepath.Join("/proc/sys/net/ipv4/conf", ifname, "rp_filter")
-	cur, err := os.ReadFile(p)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", p, err)
-	}
-	if strings.TrimSpace(string(cur)) != "1" {
-		return nil
-	}
-	if err := os.WriteFile(p, []byte("2"), 0); err != nil {
-		return fmt.Errorf("set %s to loose: %w", p, err)
-	}
-	return nil
 }
 
 // Legacy ethtool commands, still served by every driver; see linux/ethtool.h.
@@ -203,8 +186,8 @@ const (
 )
 
 // offloadsOff turns off the offloads that would hand the sender super-packets or packets
-// with partial checksums.
-func offloadsOff(dev string) error {
+// with partial checksums; with gro, the device still coalesces what it receives.
+func offloadsOff(dev string, gro bool) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -212,6 +195,9 @@ func offloadsOff(dev string) error {
 	defer unix.Close(fd)
 	for _, cmd := range []uint32{ethtoolSTSO, ethtoolSGSO, ethtoolSGRO, ethtoolSTXCSUM, ethtoolSRXCSUM, ethtoolSSG} {
 		value := struct{ cmd, data uint32 }{cmd, 0}
+		if cmd == ethtoolSGRO && gro {
+			value.data = 1
+		}
 		var ifr struct {
 			name [unix.IFNAMSIZ]byte
 			data unsafe.Pointer

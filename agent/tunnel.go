@@ -35,6 +35,10 @@ type tunnel struct {
 	allowed []netip.Prefix
 	// keys tag and check the tunnel's packets (none: authentication is off).
 	keys []wire.Key
+	// devPeer is the tunnel device's veth peer, into which the receiver sends
+	// decapsulated packets to arrive on the device (devMAC); set when applied.
+	devPeer uint32
+	devMAC  net.HardwareAddr
 }
 
 type path struct {
@@ -300,7 +304,7 @@ func (t *tunnel) datapath() datapath.Tunnel {
 // packets from the peer are restored to travel from its tunnel address to this one.
 func (t *tunnel) receiver() datapath.Receiver {
 	r := datapath.Receiver{ID: uint16(t.cfg.Id), Slot: t.slot, Peer: t.peer, Local: t.addr.Addr(),
-		Self: t.addr.Addr(), Allowed: t.allowed, Keys: t.keys}
+		Self: t.addr.Addr(), Allowed: t.allowed, Keys: t.keys, PeerIfindex: t.devPeer, DeviceMAC: t.devMAC}
 	for _, p := range t.paths {
 		r.Paths = append(r.Paths, datapath.RxPathConfig{Src: p.remote, Dst: p.local, Ifindex: uint32(p.ifindex)})
 	}

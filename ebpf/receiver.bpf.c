@@ -366,6 +366,22 @@ static __always_inline void measure_telemetry(struct rx_path_stats *st, const st
 	}
 }
 
+/* Decapsulated packets arrive on the tunnel device, as with any Linux tunnel: sent into
+ * the device's veth peer, they are received on the device, where tcpdump and the firewall
+ * see them and the route back to their source leads. deliver_to addresses the frame to
+ * the device, delivered is the verdict that sends it there. Without a device
+ * (receive-only tunnels: the interface is the tunnel's) they pass where they came. */
+static __always_inline void deliver_to(struct ethhdr *eth, const struct rx_tunnel *t)
+{
+	if (t->dev_ifindex)
+		__builtin_memcpy(eth->h_dest, t->dev_mac, ETH_ALEN);
+}
+
+static __always_inline int delivered(const struct rx_tunnel *t)
+{
+	return t->dev_ifindex ? bpf_redirect(t->dev_ifindex, 0) : XDP_PASS;
+}
+
 /* Compact packets get back the IPv4 header they left with: the tunnel's addresses,
  * protocol TCP, the length without what the sender added, a fresh checksum. */
 static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
@@ -394,9 +410,10 @@ static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *et
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	h.check = ~sum;
+	deliver_to(&e, t);
 	__builtin_memcpy(eth, &e, sizeof(e));
 	__builtin_memcpy(ip, &h, sizeof(h));
-	return XDP_PASS;
+	return delivered(t);
 }
 
 /* Why a packet with this tunnel's id is not from its peer, when the header's path id and
@@ -579,6 +596,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 		return restore_compact(ctx, eth, ip, t, inner_start - (void *)(ip + 1));
 	/* Move the Ethernet header forward over the outer headers. */
 	struct ethhdr outer = *eth;
+	deliver_to(&outer, t);
 	if (bpf_xdp_adjust_head(ctx, inner_start - data - sizeof(struct ethhdr)))
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
 	data = (void *)(long)ctx->data;
@@ -587,7 +605,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if ((void *)(eth + 1) > end)
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
 	__builtin_memcpy(eth, &outer, sizeof(outer));
-	return XDP_PASS;
+	return delivered(t);
 }
 
 SEC("xdp")

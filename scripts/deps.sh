@@ -7,6 +7,7 @@ apt_pkgs=(
 	clang llvm libbpf-dev bpftool linux-libc-dev   # eBPF programs (bpf2go, libbpf headers)
 	iproute2 ethtool iputils-ping util-linux psmisc # namespaces, links, offloads
 	iperf3                                          # traffic
+	nftables                                        # tests: a firewall rule on the tunnel device
 	mininet mptcpize                                # labs; mptcpize runs the MPTCP baseline
 	python3 python3-venv python3-pip python3-pytest
 	python3-matplotlib python3-yaml python3-scapy

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,8 +20,10 @@ import (
 // Part of that cost is kernel helpers no striping program can do without: a clock read
 // and the one helper that moves the packet's head. A program that calls only those, with
 // the same arguments, is measured too ("helpers-ns/pkt"); the rest ("own-ns/pkt") is what
-// Plait's own instructions cost. On kernels with return-thunk mitigations (AMD SRSO "Safe
-// RET") every helper call pays for its returns, and the floor is most of the cost.
+// Plait's own instructions cost; "x-floor" is the program's run time over the floor's,
+// both with what a test run costs around any program. On kernels with return-thunk
+// mitigations (AMD SRSO "Safe RET") every helper call pays for its returns, and the floor
+// is most of the cost.
 const benchPackets = 100000
 
 // program loads a hand-written program for comparison with the datapath's.
@@ -38,10 +41,16 @@ func trivial(b *testing.B, typ ebpf.ProgramType, ret int32) *ebpf.Program {
 	return program(b, typ, asm.Instructions{asm.Mov.Imm(asm.R0, ret), asm.Return()})
 }
 
-// perPacket is the mean kernel-measured run time over the frames.
+// perPacket is the mean kernel-measured run time over the frames; XDP programs see them
+// arrive on rxIfindex.
 func perPacket(b *testing.B, prog *ebpf.Program, frames [][]byte) time.Duration {
 	var total time.Duration
 	for _, f := range frames {
+		if prog.Type() == ebpf.XDP {
+			_, _, d := runXDP(b, prog, f, rxIfindex)
+			total += d
+			continue
+		}
 		_, d, err := prog.Benchmark(f, 1, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -73,59 +82,98 @@ func report(b *testing.B, prog, floor, base *ebpf.Program, frames [][]byte) {
 	b.ReportMetric(float64((raw - overhead).Nanoseconds()), "ns/pkt")
 	b.ReportMetric(float64((helpers - overhead).Nanoseconds()), "helpers-ns/pkt")
 	b.ReportMetric(float64((raw - helpers).Nanoseconds()), "own-ns/pkt")
+	// The program's run against the floor's, both with the test run's own cost.
+	b.ReportMetric(float64(raw)/float64(helpers), "x-floor")
 }
 
+// Each scheduler with and without authentication (a tag on every packet), side by side.
 func BenchmarkSender(b *testing.B) {
 	frames := make([][]byte, benchPackets)
 	for i := range frames {
 		frames[i] = innerPacket(uint32(i), 1400)
 	}
 	for _, mode := range []Mode{ModeRR, ModeWRR, ModeEDPF} {
-		b.Run(mode.String(), func(b *testing.B) {
-			d := load(b)
-			tun := testTunnel(mode, 3)
-			for i := range tun.Paths {
-				tun.Paths[i].Weight = float64(i + 1)
-				tun.Paths[i].RateBps = float64(i+1) * 1e9
-				tun.Paths[i].DelayNs = uint32(i) * 1000
-			}
-			configure(b, d, tun)
-			// bpf_skb_adjust_room(skb, EncapLen, BPF_ADJ_ROOM_MAC, ENCAP_L3_IPV4 |
-			// ENCAP_L4_UDP | ENCAP_L2(HeaderLen)), then bpf_redirect(ifindex, 0).
-			encap := asm.Instructions{
-				asm.Mov.Imm(asm.R2, wire.EncapLen),
-				asm.Mov.Imm(asm.R3, 1),
-				asm.LoadImm(asm.R4, 1<<1|1<<4|wire.HeaderLen<<56, asm.DWord),
-				asm.FnSkbAdjustRoom.Call(),
-				asm.Mov.Imm(asm.R1, int32(tun.Paths[0].Ifindex)),
-				asm.Mov.Imm(asm.R2, 0),
-				asm.FnRedirect.Call(),
-			}
-			floor := helperFloor(b, ebpf.SchedCLS, encap, 7 /* TC_ACT_REDIRECT */)
-			for b.Loop() {
-				report(b, senderProg(b, d, tun.Slot), floor, trivial(b, ebpf.SchedCLS, 0), frames)
-			}
-		})
+		for _, auth := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/auth=%v", mode, auth), func(b *testing.B) {
+				d := load(b)
+				tun := testTunnel(mode, 3)
+				for i := range tun.Paths {
+					tun.Paths[i].Weight = float64(i + 1)
+					tun.Paths[i].RateBps = float64(i+1) * 1e9
+					tun.Paths[i].DelayNs = uint32(i) * 1000
+				}
+				if auth {
+					tun.Key = &wire.Key{1, 2, 3}
+				}
+				configure(b, d, tun)
+				// bpf_skb_adjust_room(skb, EncapLen, BPF_ADJ_ROOM_MAC, ENCAP_L3_IPV4 |
+				// ENCAP_L4_UDP | ENCAP_L2(HeaderLen)), then bpf_redirect(ifindex, 0).
+				encap := asm.Instructions{
+					asm.Mov.Imm(asm.R2, wire.EncapLen),
+					asm.Mov.Imm(asm.R3, 1),
+					asm.LoadImm(asm.R4, 1<<1|1<<4|wire.HeaderLen<<56, asm.DWord),
+					asm.FnSkbAdjustRoom.Call(),
+					asm.Mov.Imm(asm.R1, int32(tun.Paths[0].Ifindex)),
+					asm.Mov.Imm(asm.R2, 0),
+					asm.FnRedirect.Call(),
+				}
+				floor := helperFloor(b, ebpf.SchedCLS, encap, 7 /* TC_ACT_REDIRECT */)
+				for b.Loop() {
+					report(b, senderProg(b, d, tun.Slot), floor, trivial(b, ebpf.SchedCLS, 0), frames)
+				}
+			})
+		}
 	}
 }
 
+// The receiver with its checks (peer, interface, inner source) and delivery to the
+// tunnel device, with and without authentication (tag and anti-replay window), side by
+// side. Its floor reads the clock, moves the head and redirects to the device.
 func BenchmarkReceiver(b *testing.B) {
-	d := load(b)
-	configureReceiver(b, d)
-	// A striped stream over three paths, in order on each path, with the paths'
-	// packets arriving interleaved as they would from paths of equal delay.
-	frames := make([][]byte, benchPackets)
-	inner := innerPacket(0, 1400)[14:]
-	pathSeq := [3]uint32{}
-	now := uint32(monotonicNs())
-	for i := range frames {
-		p := uint32(i % 3)
-		frames[i] = plaitPacket(b, arrival{seq: uint32(i), path: p, pathSeq: pathSeq[p]}, 0, now, inner)
-		pathSeq[p]++
-	}
-	decap := asm.Instructions{asm.Mov.Imm(asm.R2, wire.EncapLen), asm.FnXdpAdjustHead.Call()}
-	floor := helperFloor(b, ebpf.XDP, decap, 2 /* XDP_PASS */)
-	for b.Loop() {
-		report(b, d.rcv.PlaitReceiver, floor, trivial(b, ebpf.XDP, 2), frames)
+	key := wire.Key{1, 2, 3}
+	for _, auth := range []bool{false, true} {
+		b.Run(fmt.Sprintf("auth=%v", auth), func(b *testing.B) {
+			d := load(b)
+			configureReceiver(b, d)
+			r := testReceiver(rxTunnel, rxSlot, 3)
+			r.PeerIfindex, r.DeviceMAC = rxIfindex, tunMAC
+			var k *wire.Key
+			if auth {
+				r.Keys, k = []wire.Key{key}, &key
+			}
+			if err := d.SetReceiver(r); err != nil {
+				b.Fatal(err)
+			}
+			// A striped stream over three paths, in order on each path, with the paths'
+			// packets arriving interleaved as they would from paths of equal delay.
+			frames := make([][]byte, benchPackets)
+			inner := innerPacket(0, 1400)[14:]
+			pathSeq := [3]uint32{}
+			for i := range frames {
+				p := uint32(i % 3)
+				a := arrival{seq: uint32(i), path: p, pathSeq: pathSeq[p]}
+				if auth {
+					frames[i] = signedPacket(b, k, a, 0, inner, false)
+				} else {
+					frames[i] = plaitPacket(b, a, 0, uint32(monotonicNs()), inner)
+				}
+				pathSeq[p]++
+			}
+			head := wire.EncapLen
+			if auth {
+				head += wire.TagLen
+			}
+			decap := asm.Instructions{
+				asm.Mov.Imm(asm.R2, int32(head)),
+				asm.FnXdpAdjustHead.Call(),
+				asm.Mov.Imm(asm.R1, rxIfindex),
+				asm.Mov.Imm(asm.R2, 0),
+				asm.FnRedirect.Call(),
+			}
+			floor := helperFloor(b, ebpf.XDP, decap, 4 /* XDP_REDIRECT */)
+			for b.Loop() {
+				report(b, d.rcv.PlaitReceiver, floor, trivial(b, ebpf.XDP, 2), frames)
+			}
+		})
 	}
 }

@@ -136,17 +136,20 @@ type receiverRxStats struct {
 }
 
 type receiverRxTunnel struct {
-	_         structs.HostLayout
-	Flags     receiverRxFlag
-	N_paths   uint8
-	N_allowed uint8
-	N_keys    uint8
-	BiasNs    int32
-	Epoch     uint32
-	Peer      uint32
-	Local     uint32
-	Self      uint32
-	Paths     [8]struct {
+	_          structs.HostLayout
+	Flags      receiverRxFlag
+	N_paths    uint8
+	N_allowed  uint8
+	N_keys     uint8
+	BiasNs     int32
+	Epoch      uint32
+	Peer       uint32
+	Local      uint32
+	Self       uint32
+	DevIfindex uint32
+	DevMac     [6]uint8
+	Pad        uint16
+	Paths      [8]struct {
 		_       structs.HostLayout
 		Src     uint32
 		Dst     uint32
@@ -157,6 +160,7 @@ type receiverRxTunnel struct {
 		Addr uint32
 		Mask uint32
 	}
+	_    [4]byte
 	Keys [2]struct {
 		_  structs.HostLayout
 		K0 uint64

@@ -644,3 +644,29 @@ func TestReceiverRestoresCompactExactly(t *testing.T) {
 		}
 	}
 }
+
+// With a tunnel device, decapsulated and restored packets are redirected into its veth
+// peer, addressed to the device; probes and drops are not.
+func TestReceiverDeliversToTunnelDevice(t *testing.T) {
+	d := load(t)
+	configureReceiver(t, d)
+	r := testReceiver(rxTunnel, rxSlot, 3)
+	r.PeerIfindex, r.DeviceMAC = 77, pkt.MAC("02:00:00:00:00:77")
+	if err := d.SetReceiver(r); err != nil {
+		t.Fatal(err)
+	}
+	const xdpRedirect = 4
+	inner := innerPacket(0, 100)[14:]
+	for name, f := range map[string][]byte{
+		"decapsulated": plaitPacket(t, arrival{seq: 0}, 0, uint32(monotonicNs()), inner),
+		"restored":     compactPacket(t, arrival{seq: 1, pathSeq: 1}, 0, uint32(monotonicNs()), inner, false),
+	} {
+		ret, out := run(t, d.rcv.PlaitReceiver, f)
+		if ret != xdpRedirect || !bytes.Equal(out[:6], r.DeviceMAC) || !bytes.Equal(out[6:12], f[6:12]) {
+			t.Errorf("%s: verdict %d, to %x from %x; want a redirect to %s", name, ret, out[:6], out[6:12], r.DeviceMAC)
+		}
+	}
+	if ret, _ := run(t, d.rcv.PlaitReceiver, plaitPacket(t, arrival{path: 1}, wire.FlagProbe, uint32(monotonicNs()), nil)); ret != xdpDrop {
+		t.Errorf("probe: verdict %d, want drop", ret)
+	}
+}

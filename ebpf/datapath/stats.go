@@ -156,6 +156,11 @@ type Receiver struct {
 	// Compact packets are restored to travel from Peer to Local (the tunnel's addresses);
 	// without them the tunnel takes no compact packets.
 	Peer, Local netip.Addr
+	// Decapsulated packets are sent into the tunnel device's veth peer (PeerIfindex) to
+	// arrive on the device (DeviceMAC), as with any Linux tunnel; without one they pass
+	// on the path interface.
+	PeerIfindex uint32
+	DeviceMAC   net.HardwareAddr
 }
 
 // RxPathConfig is one path as the receiver checks it.
@@ -221,6 +226,13 @@ func (d *Datapath) SetReceiver(r Receiver) error {
 	t = receiverRxTunnel{BiasNs: r.BiasNs, Epoch: epoch, N_paths: uint8(len(r.Paths)), N_allowed: uint8(len(r.Allowed)), Self: be32(r.Self)}
 	if r.Peer.Is4() && r.Local.Is4() {
 		t.Peer, t.Local = be32(r.Peer), be32(r.Local)
+	}
+	if r.PeerIfindex != 0 {
+		if len(r.DeviceMAC) != 6 {
+			return fmt.Errorf("tunnel %d: device MAC %q is not Ethernet", r.ID, r.DeviceMAC)
+		}
+		t.DevIfindex = r.PeerIfindex
+		copy(t.DevMac[:], r.DeviceMAC)
 	}
 	if r.AnyPeer {
 		t.Flags |= receiverRxFlagRX_F_ANY_PEER

@@ -85,6 +85,10 @@ struct rx_tunnel {
 	__be32 peer;     /* compact packets are restored to come from peer ... */
 	__be32 local;    /* ... to local (0: this tunnel takes no compact packets) */
 	__be32 self;     /* our tunnel address: never an inner source */
+	__u32 dev_ifindex; /* the tunnel device's veth peer, where decapsulated packets go to
+			    * arrive on the device (0: they pass on the path interface) ... */
+	__u8 dev_mac[6];   /* ... addressed to the device */
+	__u16 pad;
 	struct rx_path paths[PLAIT_MAX_PATHS]; /* by path id; RX_F_ANY_PEER: [0].ifindex only */
 	struct rx_prefix allowed[RX_ALLOWED];  /* inner sources the peer may send from */
 	struct plait_key keys[2];
