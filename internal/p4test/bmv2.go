@@ -28,20 +28,14 @@ func BMv2Missing() string {
 	return ""
 }
 
-// BMv2 is simple_switch_grpc running plait.p4 as p4c-bm2-ss compiled it.
-type BMv2 struct {
-	Conn      *grpc.ClientConn
+// P4c is plait.p4 as p4c-bm2-ss compiled it for BMv2.
+type P4c struct {
 	Info      *p4info.Info // p4c's P4Info
 	DevConfig []byte       // p4c's BMv2 JSON
-	DeviceID  uint64
-	Pid       int           // simple_switch_grpc's process
-	Output    func() string // the switch's log
 }
 
-// StartBMv2 compiles src (plait.p4) with p4c-bm2-ss and starts simple_switch_grpc in ns
-// with ifaces as ports 1, 2, ..., the P4Runtime device id deviceID and the server on a
-// Unix socket. It starts without a pipeline: the caller arbitrates, then Push.
-func StartBMv2(t testing.TB, ns *nstest.NS, src string, deviceID uint64, ifaces []string) *BMv2 {
+// CompileP4 compiles src (plait.p4) with p4c-bm2-ss for v1model.
+func CompileP4(t testing.TB, src string) *P4c {
 	t.Helper()
 	dir := t.TempDir()
 	jsonPath, infoPath := filepath.Join(dir, "plait.json"), filepath.Join(dir, "plait.p4info.txtpb")
@@ -49,17 +43,36 @@ func StartBMv2(t testing.TB, ns *nstest.NS, src string, deviceID uint64, ifaces 
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("p4c-bm2-ss: %v\n%s", err, out)
 	}
-	b := &BMv2{DeviceID: deviceID}
 	text, err := os.ReadFile(infoPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Info, err = p4info.Parse(text); err != nil {
+	c := &P4c{}
+	if c.Info, err = p4info.Parse(text); err != nil {
 		t.Fatal(err)
 	}
-	if b.DevConfig, err = os.ReadFile(jsonPath); err != nil {
+	if c.DevConfig, err = os.ReadFile(jsonPath); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// BMv2 is simple_switch_grpc, to run a program p4c compiled.
+type BMv2 struct {
+	*P4c
+	Conn     *grpc.ClientConn
+	DeviceID uint64
+	Pid      int           // simple_switch_grpc's process
+	Output   func() string // the switch's log
+}
+
+// StartBMv2 starts simple_switch_grpc in ns with ifaces as ports 1, 2, ..., the
+// P4Runtime device id deviceID and the server on a Unix socket. It starts without a
+// pipeline: the caller arbitrates, then pushes prog with Push.
+func StartBMv2(t testing.TB, ns *nstest.NS, prog *P4c, deviceID uint64, ifaces []string) *BMv2 {
+	t.Helper()
+	dir := t.TempDir()
+	b := &BMv2{P4c: prog, DeviceID: deviceID}
 	sock := filepath.Join(dir, "bmv2.sock")
 	args := append([]string{"--no-p4"}, BMv2Args(deviceID, dir)...)
 	for i, ifname := range ifaces {
@@ -78,6 +91,7 @@ func StartBMv2(t testing.TB, ns *nstest.NS, src string, deviceID uint64, ifaces 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	var err error
 	if b.Conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,11 @@ func TestVectorsBMv2(t *testing.T) {
 		t.Skipf("%s: the vectors ran against the embedded switch only", why)
 	}
 	nstest.RequireRoot(t)
+	prog := p4test.CompileP4(t, "../plait.p4")
 	for name, v := range loadVectors(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Log(v.Description)
-			run(t, v, newBMv2(t))
+			run(t, v, newBMv2(t, prog))
 		})
 	}
 }
@@ -40,7 +41,7 @@ type bmv2 struct {
 	rx    chan output
 }
 
-func newBMv2(t *testing.T) *bmv2 {
+func newBMv2(t *testing.T, prog *p4test.P4c) *bmv2 {
 	t.Helper()
 	b := &bmv2{pins: make(chan *p4v1.PacketIn, 16), socks: map[int]int{}, rx: make(chan output, 1024)}
 	ns := nstest.New(t, "bmv2")
@@ -53,7 +54,7 @@ func newBMv2(t *testing.T) *bmv2 {
 		ns.Offloads(host, false)
 		ifaces = append(ifaces, sw)
 	}
-	b.sw = p4test.StartBMv2(t, ns, "../plait.p4", 1, ifaces)
+	b.sw = p4test.StartBMv2(t, ns, prog, 1, ifaces)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b.c = p4v1.NewP4RuntimeClient(b.sw.Conn)

@@ -76,7 +76,7 @@ type Program struct {
 	Counters  []*Counter
 	Registers []*Register
 	Consts    map[string]int64
-	Defines   map[string]int64 // numeric #define values (MAX_TUNNELS, ...), after expansion
+	Defines   map[string]int64             // numeric #define values (MAX_TUNNELS, ...), after expansion
 	structs   map[string]map[string]string // struct type -> member -> type
 	headers   []string                     // header types in declaration order
 }

@@ -154,7 +154,7 @@ func startEmbedded(b *testing.B, l *lab) (pid int, r *rig) {
 
 // startBMv2 runs simple_switch_grpc with plait.p4 in l.s on p1 and p2.
 func startBMv2(b *testing.B, l *lab) (pid int, r *rig) {
-	sw := p4test.StartBMv2(b, l.s, "../plait.p4", 1, []string{"p1", "p2"})
+	sw := p4test.StartBMv2(b, l.s, p4test.CompileP4(b, "../plait.p4"), 1, []string{"p1", "p2"})
 	r = &rig{client: p4v1.NewP4RuntimeClient(sw.Conn), info: sw.Info}
 	r.stream(b, 1)
 	if err := sw.Push(context.Background()); err != nil {
