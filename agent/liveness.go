@@ -32,6 +32,7 @@ type livenessKey struct {
 }
 
 type pathLife struct {
+	since time.Time // when this loop first saw the path
 	down  bool      // taken out by liveness
 	heard time.Time // since when a dead path has been delivering again; zero: it is not
 }
@@ -56,6 +57,14 @@ func (a *Agent) judgePaths(ctx context.Context, now time.Time, paths map[livenes
 	if err != nil {
 		return
 	}
+	seen := map[livenessKey]bool{}
+	defer func() {
+		for k := range paths {
+			if !seen[k] {
+				delete(paths, k) // its tunnel or path is gone
+			}
+		}
+	}()
 	for _, t := range list.Tunnels {
 		if t.Config.ReceiveOnly || len(t.Paths) < 2 {
 			continue
@@ -64,30 +73,34 @@ func (a *Agent) judgePaths(ctx context.Context, now time.Time, paths map[livenes
 		if err != nil || len(st.Tunnels) == 0 {
 			continue
 		}
-		age := map[string]time.Duration{}
+		age := map[string]time.Duration{} // absent: nothing ever arrived on the path
 		anyAlive := false
 		for _, p := range st.Tunnels[0].Paths {
-			if math.IsNaN(p.LastRxAgeMs) {
-				continue // never heard: nothing to judge yet
+			if !math.IsNaN(p.LastRxAgeMs) {
+				age[p.Name] = time.Duration(p.LastRxAgeMs * float64(time.Millisecond))
+				anyAlive = anyAlive || age[p.Name] < livenessDetect
 			}
-			age[p.Name] = time.Duration(p.LastRxAgeMs * float64(time.Millisecond))
-			anyAlive = anyAlive || age[p.Name] < livenessDetect
 		}
 		for _, p := range t.Paths {
 			name := p.Config.Name
 			k := livenessKey{t.Config.Id, name}
+			seen[k] = true
 			l := paths[k]
 			if l == nil {
-				l = &pathLife{}
+				l = &pathLife{since: now}
 				paths[k] = l
 			}
+			// A path that never delivered is silent once it has had the time to.
 			d, known := age[name]
-			silent := known && d > livenessDetect
+			if !known {
+				d = now.Sub(l.since)
+			}
+			silent := d > livenessDetect
 			switch {
 			case silent && anyAlive && !l.down:
 				l.down, l.heard = true, time.Time{}
 				a.opts.log.Warn("path dead", "tunnel", t.Config.Id, "path", name, "silent", d.Round(time.Millisecond))
-			case l.down && known && !silent:
+			case l.down && !silent:
 				if l.heard.IsZero() {
 					l.heard = now
 				}
