@@ -59,20 +59,19 @@ func (s server) WatchStats(r *pb.StatsRequest, stream grpc.ServerStreamingServer
 	return s.a.WatchStats(stream.Context(), r, stream.Send)
 }
 
-// Serve serves the agent's API on every listener until ctx ends; the first to fail
-// stops the others.
-func Serve(ctx context.Context, a *Agent, ls ...sockrpc.Listener) error {
+// Serve serves the agent's API on every claimed address until ctx ends; the first to
+// fail stops the others.
+func Serve(ctx context.Context, a *Agent, srvs ...*sockrpc.Server) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, len(ls))
-	for _, l := range ls {
-		go func() {
-			errc <- sockrpc.Serve(ctx, l, func(r grpc.ServiceRegistrar) { pb.RegisterAgentServer(r, server{a: a}) })
-		}()
+	errc := make(chan error, len(srvs))
+	for _, s := range srvs {
+		pb.RegisterAgentServer(s, server{a: a})
+		go func() { errc <- s.Serve(ctx) }()
 	}
 	err := <-errc
 	cancel()
-	for range len(ls) - 1 {
+	for range len(srvs) - 1 {
 		err = errors.Join(err, <-errc)
 	}
 	return err

@@ -147,9 +147,10 @@ func (s server) SetMode(ctx context.Context, r *pb.ControllerModeRequest) (*pb.P
 	return s.c.SetMode(ctx, r)
 }
 
-// Serve serves the operator API on l until ctx ends.
-func Serve(ctx context.Context, c *Controller, l sockrpc.Listener) error {
-	return sockrpc.Serve(ctx, l, func(r grpc.ServiceRegistrar) { pb.RegisterControllerServer(r, server{c: c}) })
+// Serve serves the operator API on a claimed address until ctx ends.
+func Serve(ctx context.Context, c *Controller, s *sockrpc.Server) error {
+	pb.RegisterControllerServer(s, server{c: c})
+	return s.Serve(ctx)
 }
 
 // Dial connects to a controller at target (unix:PATH, a path, or HOST:PORT), with TLS

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/controller"
 	"github.com/plait/plait/internal/labnet"
+	"github.com/plait/plait/internal/nstest"
 	"github.com/plait/plait/internal/sockrpc"
 )
 
@@ -226,5 +228,37 @@ func TestControllerKilledMidFlow(t *testing.T) {
 	t.Logf("longest stall %v", stall)
 	if stall > time.Second {
 		t.Errorf("the flow stalled for %v across the controller's death and restart", stall)
+	}
+}
+
+// A second agent started on a live agent's socket stops before it touches anything:
+// the first keeps its socket and answers, and the second made no pins.
+func TestSecondAgentRefusesALiveSocket(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	ns := nstest.New(t, "h")
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	pins := func(n string) string { return filepath.Join("/sys/fs/bpf/plait", filepath.Base(dir)+"-"+n) }
+	t.Cleanup(func() { os.RemoveAll(pins("1")); os.RemoveAll(pins("2")) })
+	_, out := ns.Start(bin, "agent", "--socket", sock, "--pin-dir", pins("1"), "--state-file", filepath.Join(dir, "1.json"))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first agent did not start:\n%s", out())
+		}
+	}
+	_, err := ns.Try(bin, "agent", "--socket", sock, "--pin-dir", pins("2"), "--state-file", filepath.Join(dir, "2.json"))
+	if err == nil || !strings.Contains(err.Error(), "another process serves") {
+		t.Fatalf("second agent on a live socket: %v, want a refusal", err)
+	}
+	if _, err := os.Stat(pins("2")); err == nil {
+		t.Error("the refused agent pinned a datapath")
+	}
+	if _, err := ns.Try(bin, "--agent", sock, "tunnel", "ls"); err != nil {
+		t.Fatalf("the first agent stopped answering: %v", err)
 	}
 }

@@ -103,23 +103,38 @@ func (l Listener) Describe() string {
 	return fmt.Sprintf("%s (plaintext, any local client)", l.Endpoint)
 }
 
-// Serve offers the services register adds on l until ctx ends.
-func Serve(ctx context.Context, l Listener, register func(grpc.ServiceRegistrar)) error {
-	srv, lis, err := Listen(l)
-	if err != nil {
-		return err
-	}
-	register(srv)
-	go func() {
-		<-ctx.Done()
-		srv.GracefulStop()
-	}()
-	return srv.Serve(lis)
+// Server is an address claimed for an API, with the gRPC server that checks its
+// callers: register services on it, then Serve.
+type Server struct {
+	*grpc.Server
+	lis  net.Listener
+	Name string // where and to whom (Listener.Describe)
 }
 
-// Listen claims l's address and builds the server that checks its callers; the caller
-// registers services and calls Serve. Closing the listener (Serve's end) removes a
-// Unix socket.
+// Claim takes l's address before anything else happens, so that a second daemon that
+// finds its address taken stops before it touches any state.
+func Claim(l Listener) (*Server, error) {
+	srv, lis, err := Listen(l)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Server: srv, lis: lis, Name: l.Describe()}, nil
+}
+
+// Serve serves until ctx ends.
+func (s *Server) Serve(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		s.GracefulStop()
+	}()
+	return s.Server.Serve(s.lis)
+}
+
+// Close gives the address up without serving (a Unix socket is removed).
+func (s *Server) Close() { s.lis.Close() }
+
+// Listen claims l's address and builds the server that checks its callers (Claim
+// wraps both). Closing the listener (Serve's end) removes a Unix socket.
 func Listen(l Listener) (*grpc.Server, net.Listener, error) {
 	if l.Endpoint.Unix {
 		if l.TLS.Enabled() {

@@ -38,6 +38,29 @@ without interrupting it; a second agent refuses to start on a live socket.`,
 			if err != nil {
 				return err
 			}
+			// The addresses first: a second agent stops here, before it takes over the
+			// running datapath.
+			ls := []sockrpc.Listener{{Endpoint: sockrpc.Endpoint{Unix: true, Address: socket}, Group: group}}
+			if listen != "" {
+				e, err := sockrpc.ParseEndpoint(listen)
+				if err != nil || e.Unix {
+					return usagef(cmd, "--listen %q: give HOST:PORT", listen)
+				}
+				ls = append(ls, sockrpc.Listener{Endpoint: e, TLS: tlsFlags(cmd)})
+			}
+			var srvs []*sockrpc.Server
+			defer func() {
+				for _, s := range srvs {
+					s.Close()
+				}
+			}()
+			for _, l := range ls {
+				s, err := sockrpc.Claim(l)
+				if err != nil {
+					return err
+				}
+				srvs = append(srvs, s)
+			}
 			opts := []agent.Option{agent.WithSampleInterval(d), agent.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
 			if pinDir != "" {
 				opts = append(opts, agent.WithPinDir(pinDir))
@@ -57,18 +80,10 @@ without interrupting it; a second agent refuses to start on a live socket.`,
 			}
 			go a.Run(cmd.Context())
 			go a.RunLiveness(cmd.Context())
-			ls := []sockrpc.Listener{{Endpoint: sockrpc.Endpoint{Unix: true, Address: socket}, Group: group}}
-			if listen != "" {
-				e, err := sockrpc.ParseEndpoint(listen)
-				if err != nil || e.Unix {
-					return usagef(cmd, "--listen %q: give HOST:PORT", listen)
-				}
-				ls = append(ls, sockrpc.Listener{Endpoint: e, TLS: tlsFlags(cmd)})
+			for _, s := range srvs {
+				fmt.Fprintf(cmd.ErrOrStderr(), "plait agent: serving on %s\n", s.Name)
 			}
-			for _, l := range ls {
-				fmt.Fprintf(cmd.ErrOrStderr(), "plait agent: serving on %s\n", l.Describe())
-			}
-			return agent.Serve(cmd.Context(), a, ls...)
+			return agent.Serve(cmd.Context(), a, srvs...)
 		},
 	}
 	f := cmd.Flags()

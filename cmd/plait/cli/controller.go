@@ -39,6 +39,11 @@ datapath keeps the last split.`,
 			if !e.Unix {
 				l.TLS = tlsFlags(cmd)
 			}
+			srv, err := sockrpc.Claim(l)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
 			var tcp model.TCP
 			if tcp.CC, err = model.ParseCC(cc); err != nil {
 				return usagef(cmd, "--cc: %v", err)
@@ -61,14 +66,14 @@ datapath keeps the last split.`,
 			defer cancel()
 			errc := make(chan error, 3)
 			go func() { errc <- c.Run(ctx) }()
-			go func() { errc <- controller.Serve(ctx, c, l) }()
+			go func() { errc <- controller.Serve(ctx, c, srv) }()
 			servers := 2
 			if metrics != "" {
 				servers++
 				go func() { errc <- controller.ServeMetrics(ctx, c, metrics) }()
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "plait controller: %d agents, %d switches, %d tunnels; API on %s, metrics on %s\n",
-				len(n.Agents), len(n.Switches), len(n.Tunnels), l.Describe(), metrics)
+				len(n.Agents), len(n.Switches), len(n.Tunnels), srv.Name, metrics)
 			err = <-errc
 			cancel()
 			for i := 1; i < servers; i++ {
