@@ -57,7 +57,8 @@ const (
 	// Yield leaves the switch to the other client and takes it back as soon as it has no
 	// primary again (the other one left), with an election id above the highest seen.
 	Yield = "yield"
-	// Reclaim takes the switch back at once with an election id above the other's.
+	// Reclaim takes the switch back at once with an election id above the other's, at
+	// most once a second (reclaimEvery).
 	Reclaim = "reclaim"
 )
 

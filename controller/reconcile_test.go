@@ -255,7 +255,8 @@ func TestRogueTakesPrimaryYield(t *testing.T) {
 	}
 }
 
-// Under reclaim the controller takes the switch back at once with a higher election id.
+// Under reclaim the controller takes the switch back at once with a higher election id,
+// and from a client that raises its id in turn, once a second.
 func TestRogueTakesPrimaryReclaim(t *testing.T) {
 	ls := startSwitch(t, "127.0.0.1:0", 2)
 	cfg := splitSwitch(ls.addr)
@@ -279,4 +280,15 @@ func TestRogueTakesPrimaryReclaim(t *testing.T) {
 			return last != nil && last.GetElectionId().GetLow() == 101
 		}
 	}, func() string { return last.String() })
+	// A second client that takes the switch again above the controller's 101.
+	_, _, leave := rogue(t, ls.addr, 102)
+	defer leave()
+	start := time.Now()
+	waitFor(t, time.Second, "loss counted", func() bool { return sc.status().PrimaryLost == 2 }, func() string { return sc.status().String() })
+	waitFor(t, 2*time.Second, "reclaimed again", func() bool { return sc.ready() && sc.status().ElectionId == 103 }, func() string { return sc.status().String() })
+	again := time.Since(start)
+	t.Logf("reclaimed from the second client %v after it took the switch", again)
+	if again < reclaimEvery-100*time.Millisecond {
+		t.Errorf("reclaimed again after %v, want no sooner than %v after the first reclaim", again, reclaimEvery)
+	}
 }

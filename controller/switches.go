@@ -211,10 +211,23 @@ func (s *switchConn) session(ctx context.Context, log *slog.Logger) (bool, error
 	counters := time.NewTicker(time.Second)
 	defer counters.Stop()
 	wasPrimary, everPrimary := false, false
+	var reclaimed time.Time    // the last reclaim
+	var later <-chan time.Time // a reclaim put off
 	for {
 		select {
 		case <-ctx.Done():
 			return everPrimary, nil
+		case <-later:
+			later = nil
+			s.mu.Lock()
+			holder := s.holder
+			s.mu.Unlock()
+			if !wasPrimary && holder != nil {
+				reclaimed = time.Now()
+				if err := arbitrate(above(holder)); err != nil {
+					return everPrimary, err
+				}
+			}
 		case err := <-errc:
 			return everPrimary, fmt.Errorf("stream from %s: %s", s.cfg.Address, sockrpc.Explain(err.Error()))
 		case <-counters.C:
@@ -228,7 +241,7 @@ func (s *switchConn) session(ctx context.Context, log *slog.Logger) (bool, error
 			if !primary && a.GetStatus().GetCode() == int32(codes.NotFound) {
 				s.holder = nil // there is no primary
 			}
-			ours := s.eid
+			ours, holder := s.eid, s.holder
 			s.mu.Unlock()
 			switch {
 			case primary && !wasPrimary:
@@ -248,9 +261,21 @@ func (s *switchConn) session(ctx context.Context, log *slog.Logger) (bool, error
 				s.mu.Lock()
 				s.lastErr = s.notPrimary(a)
 				s.mu.Unlock()
-				// Reclaim: at once, above the holder. Yield: once there is no primary, with
-				// an id the switch takes (no lower than the highest it has seen).
-				if next := s.nextElectionID(a, ours); next != nil {
+				// Reclaim: at once, above the holder, but at most once per reclaimEvery,
+				// so that a client that raises its id in turn does not make a busy loop of
+				// it. Yield: once there is no primary, with an id the switch takes (no
+				// lower than the highest it has seen).
+				next := s.nextElectionID(a, ours)
+				switch {
+				case next == nil:
+				case holder != nil && time.Since(reclaimed) < reclaimEvery:
+					if later == nil {
+						later = time.After(reclaimEvery - time.Since(reclaimed))
+					}
+				default:
+					if holder != nil {
+						reclaimed = time.Now()
+					}
 					if err := arbitrate(next); err != nil {
 						return everPrimary, err
 					}
@@ -259,6 +284,9 @@ func (s *switchConn) session(ctx context.Context, log *slog.Logger) (bool, error
 		}
 	}
 }
+
+// reclaimEvery spaces out reclaims under the Reclaim policy.
+const reclaimEvery = time.Second
 
 // notPrimary says why the controller cannot write to the switch.
 func (s *switchConn) notPrimary(a *p4v1.MasterArbitrationUpdate) string {
