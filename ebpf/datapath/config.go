@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"sync"
 
 	"github.com/cilium/ebpf"
 
@@ -45,10 +46,17 @@ func ParseMode(s string) (Mode, error) {
 }
 
 const (
-	// MaxTunnels matches MAX_TUNNELS in consts.h.
+	// MaxTunnels is MAX_TUNNELS in consts.h (tests/wireformat checks it).
 	MaxTunnels = 64
-	// WRRSlots is the wrr table's length (WRR_SLOTS in consts.h).
+	// WRRSlots is the wrr table's length (WRR_SLOTS in consts.h; tests/wireformat checks it).
 	WRRSlots = split.HostSlots
+)
+
+// The embedded programs' specs, parsed once for the names read from them; Load parses
+// its own copies to load.
+var (
+	senderSpec   = sync.OnceValues(loadSender)
+	receiverSpec = sync.OnceValues(loadReceiver)
 )
 
 // Path is one path of a tunnel as the sender needs it.

@@ -130,7 +130,7 @@ func checkReordering(t *testing.T, d *Datapath, arrivals []arrival) RxTunnel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hist [16]uint64
+	var hist [len(RxTunnel{}.ExtentHist)]uint64
 	for _, e := range want.extents {
 		hist[log2(e)]++
 	}

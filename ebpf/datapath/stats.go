@@ -21,8 +21,8 @@ import (
 // enum sender_stat and enum receiver_stat (consts.h), lower case, without their prefix,
 // read from the programs' BTF so the C enum is their one definition.
 var (
-	SenderVerdicts   = verdictNames(loadSender, "sender_stat", "SND_", int(senderSenderStatSND_STAT_MAX))
-	ReceiverVerdicts = verdictNames(loadReceiver, "receiver_stat", "RCV_", int(receiverReceiverStatRCV_STAT_MAX))
+	SenderVerdicts   = verdictNames(senderSpec, "sender_stat", "SND_", int(senderSenderStatSND_STAT_MAX))
+	ReceiverVerdicts = verdictNames(receiverSpec, "receiver_stat", "RCV_", int(receiverReceiverStatRCV_STAT_MAX))
 )
 
 func verdictNames(load func() (*ebpf.CollectionSpec, error), enum, prefix string, n int) []string {
@@ -346,7 +346,7 @@ type RxTunnel struct {
 	ThreeReordered, UnknownExtent, Dups       uint64
 	LateNsSum                                 uint64
 	LateNsMax                                 uint64 // maximum of the epoch asked for
-	ExtentHist                                [16]uint64
+	ExtentHist                                [len(receiverRxStats{}.Tunnel.ExtentHist)]uint64
 	MaxSeq, Arrivals, Resyncs                 uint32
 	Paths                                     [wire.MaxPaths]RxPath
 }
