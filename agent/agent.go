@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -270,7 +271,11 @@ func (a *Agent) apply(t *tunnel, fresh bool) error {
 		}
 	}
 	if fresh {
-		if err := errors.Join(a.dp.ResetSender(t.slot), a.dp.ResetReceiver(t.slot)); err != nil {
+		// A tunnel that starts over numbers its packets from somewhere new: the peer's
+		// receiver, which may remember the old numbers, then takes them after one packet
+		// (a jump, held until the next confirms it) instead of refusing the numbers it
+		// has seen as replays until the new ones pass them.
+		if err := errors.Join(a.dp.ResetSender(t.slot, rand.Uint32()), a.dp.ResetReceiver(t.slot)); err != nil {
 			return status.Errorf(codes.Internal, "%v", err)
 		}
 	}

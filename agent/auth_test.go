@@ -137,3 +137,29 @@ func TestMismatchedKeysAreCountedDrops(t *testing.T) {
 		t.Errorf("h2 counted %d bad tags for 5 pings", rcv["drop_bad_tag"])
 	}
 }
+
+// A tunnel removed and added again on one end numbers its packets afresh; the other end,
+// which remembers the old numbers, takes the new ones after at most one packet.
+func TestReAddedTunnelIsTaken(t *testing.T) {
+	p := newPair(t, 1)
+	ctx := context.Background()
+	add := func() {
+		t.Helper()
+		if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tunnelConfig("1", "2", 1)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add()
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, tunnelConfig("2", "1", 1)) }); err != nil {
+		t.Fatal(err)
+	}
+	p.h1.Run("ping", "-c", "20", "-i", "0.01", "-W", "2", "10.99.0.2")
+	if _, err := run(t, p.h1, func() (*pb.Empty, error) { return p.a1.RemoveTunnel(ctx, &pb.TunnelRef{Id: 7}) }); err != nil {
+		t.Fatal(err)
+	}
+	add()
+	out := p.h1.Run("ping", "-c", "10", "-i", "0.05", "-W", "1", "10.99.0.2")
+	if !strings.Contains(out, " 10 received") && !strings.Contains(out, " 9 received") {
+		t.Errorf("after h1's tunnel was added again, ping: %s", out)
+	}
+}

@@ -222,7 +222,10 @@ static __always_inline int believe(struct rx_shared *sh, struct rx_path_shared *
 	if (probe)
 		jump = ps->probes.last_rx_ns && far(path_seq, ps->probes.last_seq);
 	else
-		jump = (ps->started && far(path_seq, ps->max_ps)) || (sh->started && far(seq, sh->max_seq));
+		/* Authenticated, a seq behind the anti-replay window is one too: a sender that
+		 * started over must not have its packets refused until it catches up. */
+		jump = (ps->started && far(path_seq, ps->max_ps)) || (sh->started && far(seq, sh->max_seq)) ||
+		       (auth && sh->started && seq_diff(seq, sh->replay_top) <= -REPLAY_WINDOW);
 	if (!jump)
 		return 1;
 	if (ps->jumping && path_seq - ps->jump_ps - 1 < 16 &&
@@ -230,12 +233,13 @@ static __always_inline int believe(struct rx_shared *sh, struct rx_path_shared *
 		ps->jumping = 0;
 		if (probe)
 			return 1; /* measure_dispersion takes the new number */
-		if (far(path_seq, ps->max_ps)) {
+		/* Measure from the confirmed position if it is far, or behind. */
+		if (far(path_seq, ps->max_ps) || seq_diff(ps->jump_ps, ps->max_ps) < 0) {
 			ps->first_ps = ps->jump_ps;
 			ps->max_ps = ps->jump_ps;
 			__sync_fetch_and_add(&ps->resyncs, 1);
 		}
-		if (far(seq, sh->max_seq)) {
+		if (far(seq, sh->max_seq) || seq_diff(ps->jump_seq, sh->max_seq) < 0) {
 			sh->max_seq = ps->jump_seq;
 			__sync_fetch_and_add(&sh->resyncs, 1);
 		}
@@ -261,7 +265,10 @@ static __always_inline int replayed(struct rx_shared *sh, __u32 seq)
 {
 	__u32 top = *(volatile __u32 *)&sh->replay_top;
 	__s32 d = seq_diff(seq, top);
-	if (d > 0) {
+	if (!sh->started) {
+		/* The tunnel's first packet: the window starts at it. */
+		sh->replay_top = seq;
+	} else if (d > 0) {
 		if (__sync_val_compare_and_swap(&sh->replay_top, top, seq) == top) {
 			/* The words the window moved into held seqs a window ago. */
 			__u32 from = top >> 6, words = (seq >> 6) - from;

@@ -182,10 +182,14 @@ func (d *Datapath) RemoveSender(slot uint32) error {
 	return nil
 }
 
-// ResetSender zeroes a slot's sequence numbers, scheduler state and counters, for a tunnel
-// that is new rather than reconfigured.
-func (d *Datapath) ResetSender(slot uint32) error {
-	if err := d.snd.SndStates.Update(slot, senderTxState{}, ebpf.UpdateAny); err != nil {
+// ResetSender zeroes a slot's scheduler state and counters and starts its sequence numbers
+// (seq and every path_seq) at start, for a tunnel that is new rather than reconfigured.
+func (d *Datapath) ResetSender(slot, start uint32) error {
+	st := senderTxState{Seq: start}
+	for i := range st.PathSeq {
+		st.PathSeq[i] = start
+	}
+	if err := d.snd.SndStates.Update(slot, st, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("reset sender state: %w", err)
 	}
 	zero := make([]senderTxPathStats, ebpf.MustPossibleCPU())

@@ -68,7 +68,7 @@ func load(t testing.TB) *Datapath {
 
 func configure(t testing.TB, d *Datapath, tun Tunnel) {
 	t.Helper()
-	if err := d.ResetSender(tun.Slot); err != nil {
+	if err := d.ResetSender(tun.Slot, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.WriteSender(tun); err != nil {
