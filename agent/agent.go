@@ -265,6 +265,9 @@ func (a *Agent) apply(t *tunnel, fresh bool) error {
 		return status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
 	t.devPeer, t.devMAC = uint32(peer.Attrs().Index), dev.Attrs().HardwareAddr
+	if err := a.dp.AttachDevice(dev.Attrs().Index); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "tunnel device %s: %v", t.cfg.Device, err)
+	}
 	for _, p := range t.paths {
 		if err := a.dp.AttachReceiver(p.ifindex); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "path %q: %v", p.cfg.Name, err)
@@ -376,7 +379,7 @@ func (a *Agent) RemoveTunnel(_ context.Context, ref *pb.TunnelRef) (*pb.Empty, e
 	}
 	errs := []error{a.dp.RemoveSender(t.slot), a.dp.RemoveReceiver(uint16(t.cfg.Id))}
 	if l, err := linkByName(t.cfg.Device); err == nil && !t.cfg.ReceiveOnly {
-		errs = append(errs, a.dp.Detach(datapath.HookSender, l.Attrs().Index))
+		errs = append(errs, a.dp.Detach(datapath.HookSender, l.Attrs().Index), a.dp.Detach(datapath.HookDevice, l.Attrs().Index))
 	}
 	delete(a.tunnels, ref.Id)
 	a.detachUnused()

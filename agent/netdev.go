@@ -109,8 +109,7 @@ func peerName(dev string) string { return dev + "p" }
 // what striping needs: no ARP (the sender writes every Ethernet header), no offloads and
 // no GSO (every packet wire-sized with a complete checksum), the MTU, the address and the
 // route. It returns the device and its peer, into which the receiver sends decapsulated
-// packets so that they arrive on the device; the device keeps GRO, which also lets the
-// peer take the receiver's XDP frames.
+// packets so that they arrive on the device.
 func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (dev, peer netlink.Link, err error) {
 	if len(peerName(name)) > unix.IFNAMSIZ-1 {
 		return nil, nil, fmt.Errorf("tunnel device name %q is too long: use at most %d characters", name, unix.IFNAMSIZ-2)
@@ -136,7 +135,7 @@ func ensureTunnelDevice(name string, addr, remote netip.Prefix, mtu int) (dev, p
 		if err := netlink.LinkSetARPOff(dl); err != nil {
 			return nil, nil, fmt.Errorf("turn ARP off on %s: %w", d, err)
 		}
-		if err := offloadsOff(d, d == name); err != nil {
+		if err := offloadsOff(d); err != nil {
 			return nil, nil, err
 		}
 		// TCP builds GSO super-packets whatever the device's offloads say; one header per
@@ -186,8 +185,8 @@ const (
 )
 
 // offloadsOff turns off the offloads that would hand the sender super-packets or packets
-// with partial checksums; with gro, the device still coalesces what it receives.
-func offloadsOff(dev string, gro bool) error {
+// with partial checksums.
+func offloadsOff(dev string) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -195,9 +194,6 @@ func offloadsOff(dev string, gro bool) error {
 	defer unix.Close(fd)
 	for _, cmd := range []uint32{ethtoolSTSO, ethtoolSGSO, ethtoolSGRO, ethtoolSTXCSUM, ethtoolSRXCSUM, ethtoolSSG} {
 		value := struct{ cmd, data uint32 }{cmd, 0}
-		if cmd == ethtoolSGRO && gro {
-			value.data = 1
-		}
 		var ifr struct {
 			name [unix.IFNAMSIZ]byte
 			data unsafe.Pointer

@@ -142,8 +142,9 @@ func EnsureBPFFS(dir string) error {
 type Hook string
 
 const (
-	HookSender   Hook = "tc-egress" // sender on a tunnel device
-	HookReceiver Hook = "xdp"       // receiver on a path interface
+	HookSender   Hook = "tc-egress"  // sender on a tunnel device
+	HookReceiver Hook = "xdp"        // receiver on a path interface
+	HookDevice   Hook = "xdp-device" // the tunnel device's pass-through (plait_device)
 )
 
 func (d *Datapath) linkName(h Hook, ifindex int) string {
@@ -162,6 +163,12 @@ func (d *Datapath) AttachSender(ifindex int, slot uint32) error {
 // AttachReceiver attaches the receiver to a path interface.
 func (d *Datapath) AttachReceiver(ifindex int) error {
 	return d.attach(HookReceiver, ifindex, d.rcv.PlaitReceiver)
+}
+
+// AttachDevice attaches the pass-through XDP program to a tunnel device, so that it
+// takes the decapsulated packets the receiver redirects into its veth peer.
+func (d *Datapath) AttachDevice(ifindex int) error {
+	return d.attach(HookDevice, ifindex, d.rcv.PlaitDevice)
 }
 
 // attach attaches prog at a hook, or, when a pinned attachment from an earlier run
@@ -187,7 +194,7 @@ func (d *Datapath) attach(h Hook, ifindex int, prog *ebpf.Program) error {
 	var err error
 	if h == HookSender {
 		l, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: ebpf.AttachTCXEgress})
-	} else {
+	} else { // HookReceiver, HookDevice
 		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex})
 	}
 	if err != nil {

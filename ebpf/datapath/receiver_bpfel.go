@@ -178,6 +178,7 @@ const (
 	receiverMapRcvSeq         = "rcv_seq"
 	receiverMapRcvTunnels     = "rcv_tunnels"
 	receiverMapRcvVerdicts    = "rcv_verdicts"
+	receiverProgPlaitDevice   = "plait_device"
 	receiverProgPlaitReceiver = "plait_receiver"
 )
 
@@ -223,6 +224,7 @@ type receiverSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type receiverProgramSpecs struct {
+	PlaitDevice   *ebpf.ProgramSpec `ebpf:"plait_device"`
 	PlaitReceiver *ebpf.ProgramSpec `ebpf:"plait_receiver"`
 }
 
@@ -293,11 +295,13 @@ type receiverVariables struct {
 //
 // It can be passed to loadReceiverObjects or ebpf.CollectionSpec.LoadAndAssign.
 type receiverPrograms struct {
+	PlaitDevice   *ebpf.Program `ebpf:"plait_device"`
 	PlaitReceiver *ebpf.Program `ebpf:"plait_receiver"`
 }
 
 func (p *receiverPrograms) Close() error {
 	return _ReceiverClose(
+		p.PlaitDevice,
 		p.PlaitReceiver,
 	)
 }
