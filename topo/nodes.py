@@ -249,10 +249,16 @@ class P4Switch(Switch):
             self.name, self.kind, self.proc, self.grpc_port, self.log_path(), timeout
         )
 
+    @property
+    def link_address(self):
+        """The gRPC address of the switch's link emulation ('plait link show/set'), None
+        when it emulates no link."""
+        return self.address
+
     def link_port(self, port):
         """Returns (gRPC address, port number) where 'plait link set' changes the link
         emulated on this switch's egress port."""
-        return self.address, port
+        return self.link_address, port
 
     def stop(self, deleteIntfs=True):
         stop_process(self.proc)
@@ -376,7 +382,9 @@ class BMv2Switch(P4Switch):
         super().__init__(name, **params)
 
     @property
-    def element_address(self):
+    def link_address(self):
+        if self.element is None:
+            return None
         return "127.0.0.1:%d" % self.element_grpc_port
 
     def element_log_path(self):
@@ -396,7 +404,7 @@ class BMv2Switch(P4Switch):
     def link_port(self, port):
         for p, _, _, _, eport in self.series():
             if p == port:
-                return self.element_address, eport
+                return self.link_address, eport
         raise KeyError("%s: port %d has no emulated link" % (self.name, port))
 
     def add_veth(self, a, b):
@@ -430,7 +438,7 @@ class BMv2Switch(P4Switch):
             self.element = start_plait_switch(
                 self.plait,
                 self.name + "-links",
-                self.element_address,
+                "127.0.0.1:%d" % self.element_grpc_port,
                 eports,
                 elinks,
                 self.element_log_path(),

@@ -500,13 +500,14 @@ def run_config(lab, config, tag=None):
 
 
 def switch_counts(lab):
-    """Packets the embedded switches sent, and sent more than 1 and 5 ms late, so far."""
+    """Packets the link emulation (the embedded switches, or BMv2's link elements) sent,
+    and sent more than 1 and 5 ms late, so far."""
     c = {"sent": 0, "late_1ms": 0, "late_5ms": 0}
     for sw in lab.net.switches:
-        if not isinstance(sw, nodes.EmbeddedSwitch):
+        if sw.link_address is None:
             continue
         out = subprocess.run(
-            [lab.plait, "link", "show", "--switch", sw.address, "--json"],
+            [lab.plait, "link", "show", "--switch", sw.link_address, "--json"],
             capture_output=True,
             text=True,
             timeout=10,

@@ -112,5 +112,8 @@ def test_series_lab(tmp_path, shape):
     ideal = c["ideal"]["goodput_bps"]
     assert 0.7 * 6e6 < ideal <= 6e6, c["ideal"]
     assert 0.5 * 6e6 < c["auto"]["goodput_bps"] <= 6e6, c["auto"]
+    for cfg in c.values():  # the elements' counts reach the results, as a switch's do
+        e = cfg["emulation"]
+        assert e["sent"] > 0 and 0 <= e["late_5ms"] <= e["late_1ms"] <= e["sent"], e
     auto = c["auto"]["goodput_bps"]
     print("%s: ideal %.2f, auto %.2f Mbit/s" % (shape, ideal / 1e6, auto / 1e6))
