@@ -2,8 +2,10 @@
 // jitter, loss, queue), the traffic to run over them (duration, omit, cc, flows, the
 // hosts' TCP knobs), the configurations to compare, the shape, switch and encapsulation.
 // The model, the lab and the CLI share these types so that a prediction and a lab run
-// start from the same description. Every field but paths[].rate has a default; unknown
-// fields are errors, each naming the field. The schema: docs/lab.md#scenario-files.
+// start from the same description. Every field but paths[].rate (or a trace in its
+// place) has a default; unknown fields are errors, each naming the field and its line.
+// The schema: docs/lab.md#scenario-files; traces, bursty loss and events (dynamic.go):
+// docs/traces.md.
 package scenario
 
 import (
@@ -13,6 +15,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -77,18 +80,21 @@ type Scenario struct {
 	Paths       []Path
 	Traffic     Traffic
 	Compare     []string
+	Events      []Event
+
+	lines map[string]int // the line of each field, by its name in errors (paths[1].rate)
 }
 
-// Capacity is the sum of the paths' rates in bit/s.
+// Capacity is the sum of the paths' mean rates in bit/s.
 func (s *Scenario) Capacity() float64 {
 	var c float64
 	for _, p := range s.Paths {
-		c += p.Rate
+		c += p.MeanRate()
 	}
 	return c
 }
 
-// Ideal is the one link of the ideal configuration: the sum of the paths' rates, the
+// Ideal is the one link of the ideal configuration: the sum of the paths' mean rates, the
 // smallest of their delays, no jitter or loss, and the sum of their queues (the buffer
 // the paths hold together, so the ideal link is never shorter of buffer than the paths).
 func (s *Scenario) Ideal() Path {
@@ -102,12 +108,17 @@ func (s *Scenario) Ideal() Path {
 
 // Path is one emulated path.
 type Path struct {
-	Name   string        `json:"name"`
+	Name string `json:"name"`
+	// Rate is the fixed rate; with a trace, the cap under it (0: the trace alone).
 	Rate   float64       `json:"rate_bps"`
 	Delay  time.Duration `json:"delay_ns"` // one-way, each direction
 	Jitter time.Duration `json:"jitter_ns"`
-	Loss   float64       `json:"loss"`  // fraction of packets, 0 ≤ Loss < 1
+	Loss   float64       `json:"loss"`  // fraction of packets, 0 ≤ Loss < 1 (the mean with GE or Burst)
 	Queue  int           `json:"queue"` // drop-tail limit in packets
+	// Burst is the mean loss burst in packets: Gilbert loss of mean Loss; 0 for Bernoulli.
+	Burst float64 `json:"burst,omitempty"`
+	GE    *GE     `json:"ge,omitempty"`    // Gilbert–Elliott's four parameters, as given
+	Trace *Trace  `json:"trace,omitempty"` // a recorded capacity
 }
 
 // Traffic is what runs over the paths.
@@ -170,15 +181,20 @@ type rawScenario struct {
 	Paths       []rawPath  `yaml:"paths"`
 	Traffic     rawTraffic `yaml:"traffic"`
 	Compare     []string   `yaml:"compare"`
+	Events      []rawEvent `yaml:"events"`
 }
 
 type rawPath struct {
-	Name   string `yaml:"name"`
-	Rate   string `yaml:"rate"`
-	Delay  string `yaml:"delay"`
-	Jitter string `yaml:"jitter"`
-	Loss   string `yaml:"loss"`
-	Queue  *int   `yaml:"queue"`
+	Name        string   `yaml:"name"`
+	Rate        string   `yaml:"rate"`
+	Delay       string   `yaml:"delay"`
+	Jitter      string   `yaml:"jitter"`
+	Loss        string   `yaml:"loss"`
+	Queue       *int     `yaml:"queue"`
+	Burst       string   `yaml:"burst"`
+	GE          *rawGE   `yaml:"ge"`
+	Trace       rawTrace `yaml:"trace"`
+	TraceOffset string   `yaml:"trace_offset"`
 }
 
 type rawTraffic struct {
@@ -189,13 +205,17 @@ type rawTraffic struct {
 	TCP      map[string]string `yaml:"tcp"`
 }
 
-// Load reads and validates a scenario file.
+// Load reads and validates a scenario file and its traces (looked for beside it, then in
+// TraceDirs).
 func Load(path string) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read scenario: %w", err)
 	}
 	s, err := Parse(data)
+	if err == nil {
+		err = s.LoadTraces(append([]string{filepath.Dir(path)}, TraceDirs()...)...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", path, err)
 	}
@@ -203,8 +223,75 @@ func Load(path string) (*Scenario, error) {
 }
 
 // Parse validates a scenario given as YAML. Unknown fields are errors, so a misspelt
-// key is reported instead of silently taking its default.
+// key is reported instead of silently taking its default. Traces are not read: see
+// LoadTraces.
 func Parse(data []byte) (*Scenario, error) {
+	lines := fieldLines(data)
+	s, err := parse(data)
+	if err != nil {
+		return nil, (&Scenario{lines: lines}).lined(err)
+	}
+	s.lines = lines
+	for k := range s.Events {
+		s.Events[k].Line = lines[fmt.Sprintf("events[%d]", k)]
+	}
+	if err := s.CheckEvents(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// fieldLines maps each field of a YAML document, named as errors name it
+// (paths[1].rate), to its line; empty when the YAML does not parse (the decoder's own
+// error names the line then).
+func fieldLines(data []byte) map[string]int {
+	lines := map[string]int{}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return lines
+	}
+	var walk func(n *yaml.Node, name string)
+	walk = func(n *yaml.Node, name string) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i].Value
+				if name != "" {
+					k = name + "." + k
+				}
+				lines[k] = n.Content[i].Line
+				walk(n.Content[i+1], k)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				k := fmt.Sprintf("%s[%d]", name, i)
+				lines[k] = c.Line
+				walk(c, k)
+			}
+		}
+	}
+	walk(doc.Content[0], "")
+	return lines
+}
+
+// lined puts the line of the field an error names (its text up to the first ": ", or
+// the nearest enclosing field) in front of it.
+func (s *Scenario) lined(err error) error {
+	field, _, ok := strings.Cut(err.Error(), ": ")
+	for ok && field != "" {
+		if n, found := s.lines[field]; found {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i < 0 {
+			break
+		}
+		field = field[:i]
+	}
+	return err
+}
+
+func parse(data []byte) (*Scenario, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var raw rawScenario
@@ -257,6 +344,15 @@ func Parse(data []byte) (*Scenario, error) {
 	if s.Compare, err = validateCompare(raw.Compare); err != nil {
 		return nil, err
 	}
+	for k, re := range raw.Events {
+		e, err := re.validate(s, names)
+		if errors.Is(err, errNoChange) {
+			return nil, fmt.Errorf("events[%d]: %w", k, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("events[%d].%w", k, err)
+		}
+		s.Events = append(s.Events, e)
+	}
 	return s, nil
 }
 
@@ -305,12 +401,13 @@ func (rp rawPath) validate(i int) (Path, error) {
 	if !pathNameRE.MatchString(p.Name) {
 		return p, fmt.Errorf("name: %q: use up to 15 letters, digits, '_' or '-', starting with a letter", p.Name)
 	}
-	if rp.Rate == "" {
-		return p, errors.New("rate: missing; write e.g. rate: 5mbit")
-	}
 	var err error
-	if p.Rate, err = ParseRate(rp.Rate); err != nil {
-		return p, fmt.Errorf("rate: %w", err)
+	if rp.Rate == "" && !rp.Trace.set {
+		return p, errors.New("rate: missing; write e.g. rate: 5mbit, or give a trace")
+	} else if rp.Rate != "" {
+		if p.Rate, err = ParseRate(rp.Rate); err != nil {
+			return p, fmt.Errorf("rate: %w", err)
+		}
 	}
 	if rp.Delay != "" {
 		if p.Delay, err = ParseDuration(rp.Delay); err != nil {
@@ -333,7 +430,7 @@ func (rp rawPath) validate(i int) (Path, error) {
 		}
 		p.Queue = *rp.Queue
 	}
-	return p, nil
+	return p, rp.validateDynamic(&p)
 }
 
 func (rt rawTraffic) validate() (Traffic, error) {
