@@ -21,11 +21,12 @@ type Path struct {
 	Queue  int           // drop-tail limit in packets; 0 means scenario.DefaultQueue
 }
 
-// PathsFromScenario converts a scenario's paths.
+// PathsFromScenario converts a scenario's paths; a path that follows a trace takes its
+// mean rate (see Assumptions).
 func PathsFromScenario(ps []scenario.Path) []Path {
 	out := make([]Path, len(ps))
 	for i, p := range ps {
-		out[i] = Path{Name: p.Name, Rate: p.Rate, Delay: p.Delay, Jitter: p.Jitter, Loss: p.Loss, Queue: p.Queue}
+		out[i] = Path{Name: p.Name, Rate: p.MeanRate(), Delay: p.Delay, Jitter: p.Jitter, Loss: p.Loss, Queue: p.Queue}
 	}
 	return out
 }

@@ -403,7 +403,7 @@ class Lab:
         if config in ("rr", "wrr", "auto"):
             t = {"id": 1, "hosts": ["h1", "h2"], "mode": config}
             if config == "wrr":
-                t["weights"] = [p["rate_bps"] / 1e6 for p in self.paths]
+                t["weights"] = [p["capacity_bps"] / 1e6 for p in self.paths]
             net["tunnels"] = [t]
             if self.shape == "split":
                 self.add_splits(switches)

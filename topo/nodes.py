@@ -71,16 +71,37 @@ def netns_inode(pid):
     return os.stat("/proc/%d/ns/net" % pid).st_ino
 
 
+def directed(link, toward_h2):
+    """Returns a path's link dict for the port that sends towards h2 (the flow's
+    direction) or towards h1: its trace, when it has one, is that direction's."""
+    out = dict(link)
+    tr = link.get("trace_down" if toward_h2 else "trace_up")
+    if tr:
+        out["trace"] = tr
+    return out
+
+
+def link_fields(link, trace=True):
+    """Returns a link dict's parameters (rate_bps, delay_ns, ..., ge, and the trace
+    directed() gave it) as plait's link keys and values; with trace false, without the
+    trace (a change that leaves it running). Every field is given, so that a change sets
+    back what an earlier one changed."""
+    f = [("rate", "%dbit" % round(link["rate_bps"]))]
+    f.append(("delay", "%dus" % (link.get("delay_ns", 0) // 1000)))
+    f.append(("jitter", "%dus" % (link.get("jitter_ns", 0) // 1000)))
+    f.append(("loss", "%g" % (100 * link.get("loss", 0))))
+    if link.get("ge"):
+        f.append(("ge", "/".join("%.9g" % v for v in link["ge"])))
+    f.append(("queue", "%d" % link["queue"]))
+    if trace and link.get("trace"):
+        f.append(("trace", link["trace"]))
+        f.append(("trace_offset", "%dus" % (link.get("trace_offset_ns", 0) // 1000)))
+    return f
+
+
 def link_spec(link):
-    """Returns plait switch's --link spec for a link dict (rate_bps, delay_ns, ...)."""
-    parts = ["rate=%dbit" % round(link["rate_bps"])]
-    parts.append("delay=%dus" % (link.get("delay_ns", 0) // 1000))
-    if link.get("jitter_ns"):
-        parts.append("jitter=%dus" % (link["jitter_ns"] // 1000))
-    if link.get("loss"):
-        parts.append("loss=%g" % (100 * link["loss"]))
-    parts.append("queue=%d" % link["queue"])
-    return ",".join(parts)
+    """Returns plait switch's --link spec for a link dict (see link_fields)."""
+    return ",".join("%s=%s" % kv for kv in link_fields(link))
 
 
 class PlaitHost(Host):
@@ -207,7 +228,8 @@ class P4Switch(Switch):
     ):
         params.setdefault("inNamespace", False)
         self.mtu = mtu
-        self.links = dict(links or {})
+        # Port 2 faces h2 (the flow's direction), port 1 h1.
+        self.links = {p: directed(l, p == 2) for p, l in (links or {}).items()}
         self.grpc_port = grpc_port or free_port()
         self.rundir = rundir
         self.plait = plait

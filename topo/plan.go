@@ -23,6 +23,9 @@ func LoadScenario(arg string) (*scenario.Scenario, error) {
 			arg, strings.Join(Scenarios(), ", "))
 	}
 	s, err := scenario.Parse(b)
+	if err == nil {
+		err = s.LoadTraces(scenario.TraceDirs()...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shipped scenario %s: %w", arg, err)
 	}
@@ -49,6 +52,10 @@ type Plan struct {
 	Version    string       `json:"plait_version"`
 	BMv2JSON   string       `json:"bmv2_json"`
 	LateWarn   float64      `json:"late_warn"`
+
+	// The ideal link's trace when paths change (towards h2 and h1), which Run writes
+	// beside the plan.
+	idealDown, idealUp []uint32
 }
 
 // LateWarn is the share of packets the embedded switches may send more than 5 ms late
@@ -69,17 +76,44 @@ type PlanScenario struct {
 	Traffic     Traffic  `json:"traffic"`
 	Compare     []string `json:"compare"`
 	Capacity    float64  `json:"capacity_bps"`
+	Dynamic     *Dynamic `json:"dynamic,omitempty"` // paths that change during a run
 }
 
 // Link is one path (or the ideal link) in plain units, as the plan and summary.json
 // write it.
 type Link struct {
 	Name   string  `json:"name"`
-	Rate   float64 `json:"rate_bps"`
+	Rate   float64 `json:"rate_bps"` // with a trace, its cap (0: none)
 	Delay  int64   `json:"delay_ns"`
 	Jitter int64   `json:"jitter_ns"`
 	Loss   float64 `json:"loss"`
 	Queue  int     `json:"queue"`
+	// Capacity is the mean rate towards h2 (wrr's weight); the rate unless a trace.
+	Capacity float64 `json:"capacity_bps"`
+	// GE is Gilbert–Elliott loss, p_good_to_bad/p_bad_to_good/loss_good/loss_bad.
+	GE          *[4]float64 `json:"ge,omitempty"`
+	TraceDown   string      `json:"trace_down,omitempty"` // files, towards h2 and h1
+	TraceUp     string      `json:"trace_up,omitempty"`
+	TraceOffset int64       `json:"trace_offset_ns,omitempty"`
+}
+
+// Dynamic is what the lab applies during every configuration's run: each step sets a
+// path's link (both directions) at its time from the flow's start; the capacity series
+// are for the plots.
+type Dynamic struct {
+	Steps       []Step               `json:"steps"`
+	CapacityBin float64              `json:"capacity_bin_s"`
+	Capacity    map[string][]float64 `json:"capacity_bps"`
+}
+
+// Step is one of scenario.Steps in plain units.
+type Step struct {
+	At   float64 `json:"at_s"`
+	Path int     `json:"path"` // index into paths
+	Link Link    `json:"link"` // without its trace, which keeps running
+	Down bool    `json:"down"`
+	What string  `json:"what"`
+	Line int     `json:"line"`
 }
 
 // Traffic is the scenario's flow in plain units.
@@ -100,7 +134,62 @@ type SingleBest struct {
 }
 
 func linkOf(p scenario.Path) Link {
-	return Link{Name: p.Name, Rate: p.Rate, Delay: int64(p.Delay), Jitter: int64(p.Jitter), Loss: p.Loss, Queue: p.Queue}
+	l := Link{Name: p.Name, Rate: p.Rate, Delay: int64(p.Delay), Jitter: int64(p.Jitter), Loss: p.Loss, Queue: p.Queue, Capacity: p.MeanRate()}
+	if g := p.LossModel(); g != nil {
+		l.GE = &[4]float64{g.GoodToBad, g.BadToGood, g.LossGood, g.LossBad}
+	}
+	if tr := p.Trace; tr != nil {
+		l.TraceDown, l.TraceUp, l.TraceOffset = tr.DownFile, tr.UpFile, int64(tr.Offset)
+	}
+	return l
+}
+
+// capacityBin is the plots' resolution of a changing path's capacity.
+const capacityBin = 100 * time.Millisecond
+
+// addDynamic puts a changing scenario's steps and capacity series into the plan, and
+// the paths' opportunities merged for the ideal link.
+func (p *Plan) addDynamic(s *scenario.Scenario) {
+	if !s.Dynamic() {
+		return
+	}
+	d := &Dynamic{CapacityBin: capacityBin.Seconds(), Capacity: map[string][]float64{}}
+	for _, st := range s.Steps() {
+		l := linkOf(st.State)
+		l.TraceDown, l.TraceUp, l.TraceOffset = "", "", 0
+		d.Steps = append(d.Steps, Step{At: st.At.Seconds(), Path: st.Path, Link: l, Down: st.Down, What: st.What, Line: st.Line})
+	}
+	for i, sp := range s.Paths {
+		d.Capacity[sp.Name] = s.CapacityOverTime(i, capacityBin, s.Traffic.Duration)
+	}
+	p.Scenario.Dynamic = d
+	p.Scenario.Capacity = s.RunCapacity()
+	// The ideal link's trace outlasts the run: iperf3 and the queues drain after it.
+	horizon := s.Traffic.Duration + 30*time.Second
+	p.idealDown, p.idealUp = s.IdealOpportunities(true, horizon), s.IdealOpportunities(false, horizon)
+	p.Ideal.Rate = 0 // the merged trace alone
+}
+
+// writeIdeal writes the ideal link's trace files into dir, when paths change.
+func (p *Plan) writeIdeal(dir string) error {
+	for _, f := range []struct {
+		ms   []uint32
+		name string
+		dst  *string
+	}{{p.idealDown, "ideal.down", &p.Ideal.TraceDown}, {p.idealUp, "ideal.up", &p.Ideal.TraceUp}} {
+		if f.ms == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, ms := range f.ms {
+			fmt.Fprintf(&b, "%d\n", ms)
+		}
+		*f.dst = filepath.Join(dir, f.name)
+		if err := os.WriteFile(*f.dst, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("write the ideal link's trace: %w", err)
+		}
+	}
+	return nil
 }
 
 // Plain TCP over one path (no tunnel): 1500 − 20 IP − 20 TCP − 12 timestamps of payload,
@@ -132,7 +221,7 @@ func ChooseSingleBest(s *scenario.Scenario) SingleBest {
 	}
 	best = SingleBest{Index: 0}
 	for i, p := range s.Paths {
-		if p.Rate > s.Paths[best.Index].Rate {
+		if p.MeanRate() > s.Paths[best.Index].MeanRate() {
 			best.Index = i
 		}
 	}
@@ -167,6 +256,7 @@ func BuildPlan(s *scenario.Scenario, name, results string) (*Plan, error) {
 	for _, sp := range s.Paths {
 		p.Scenario.Paths = append(p.Scenario.Paths, linkOf(sp))
 	}
+	p.addDynamic(s)
 	if results != "" {
 		out, err := filepath.Abs(filepath.Join(results, name, time.Now().Format("20060102-150405")))
 		if err != nil {

@@ -4,7 +4,8 @@ summary.json holds the scenario (paths, capacity_bps, the ideal link, the single
 choice, how goodput is measured) and per configuration: config, goodput_bps (the whole
 run), efficiency (goodput / sum of path rates), vs_ideal (goodput / the ideal
 configuration's goodput), goodput_steady_bps and steady_vs_ideal (the same from
-traffic.omit on), retransmits, reordered_ratio (Plait's configurations; null for the
+traffic.omit on), longest_stall_s (the longest spell of 0.1 s receiver intervals without
+a byte), retransmits, reordered_ratio (Plait's configurations; null for the
 others), per_path_bytes, owd_mean_ms per path, and the time series behind the plots.
 """
 
@@ -15,6 +16,25 @@ import platform
 
 TUNNEL = ("rr", "wrr", "auto")
 PLOTS = ["goodput.png", "share.png", "owd.png", "reorder_extent.png"]
+
+
+def describe_path(p):
+    """A path of the plan in a few words: its rate or trace, delay, loss, queue."""
+    if p.get("trace_down"):
+        rate = "trace %s" % os.path.basename(p["trace_down"])
+        if p.get("trace_offset_ns"):
+            rate += " from %gs" % (p["trace_offset_ns"] / 1e9)
+        if p.get("rate_bps"):
+            rate += " under %s" % fmt_rate(p["rate_bps"])
+        rate += " (mean %s)" % fmt_rate(p.get("capacity_bps"))
+    else:
+        rate = fmt_rate(p["rate_bps"])
+    s = "%s %s %g ms queue %d" % (p["name"], rate, p["delay_ns"] / 1e6, p["queue"])
+    if p.get("ge"):
+        s += ", bursty loss %.3g %%" % (100 * p["loss"])
+    elif p.get("loss"):
+        s += ", loss %.3g %%" % (100 * p["loss"])
+    return s
 
 
 def fmt_rate(bps):
@@ -34,9 +54,10 @@ def fmt_pct(x):
 
 
 def result_line(res, capacity):
-    s = "goodput %s (%.1f %% of capacity), %d retransmissions" % (
+    s = "goodput %s (%.1f %% of capacity), longest stall %.1f s, %d retransmissions" % (
         fmt_rate(res.get("goodput_bps", 0)),
         100 * res.get("goodput_bps", 0) / capacity,
+        res.get("longest_stall_s", 0),
         res.get("retransmits", 0),
     )
     if res.get("reordered_ratio") is not None:
@@ -64,6 +85,7 @@ def summarize(plan, results, switch_kind):
         "encap": sc["encap"],
         "switch": switch_kind,
         "paths": sc["paths"],
+        "dynamic": sc.get("dynamic"),
         "capacity_bps": cap,
         "ideal_link": plan["ideal"],
         "single_best": plan["single_best"],
@@ -71,8 +93,9 @@ def summarize(plan, results, switch_kind):
         "goodput_rule": (
             "iperf3 receiver bytes over the whole run, the same for every configuration; "
             "with repeat > 1 the run with the median goodput stands for its configuration; "
-            "steady: the 1 s intervals starting at or after %gs, the median of the runs' "
-            "figures" % sc["traffic"]["omit_s"]
+            "steady: the receiver's intervals starting at or after %gs, the median of the "
+            "runs' figures; longest stall: the longest spell of 0.1 s intervals without a "
+            "byte" % sc["traffic"]["omit_s"]
         ),
         "repeat": plan.get("repeat", 1),
         "lab": {
@@ -106,6 +129,7 @@ def markdown_table(summary):
         "goodput / capacity",
         "goodput / ideal",
         "steady / ideal",
+        "longest stall (s)",
         "retransmissions",
         "reordered",
         "rtt (ms)",
@@ -119,6 +143,7 @@ def markdown_table(summary):
             fmt_pct(c["efficiency"]),
             fmt_pct(c["vs_ideal"]),
             fmt_pct(c["steady_vs_ideal"]),
+            "%.1f" % c.get("longest_stall_s", 0),
             str(c["retransmits"]),
             fmt_pct(c["reordered_ratio"]),
             "-" if c.get("rtt_ms") is None else "%.0f" % c["rtt_ms"],
@@ -149,11 +174,7 @@ def write(out, summary, results):
         summary.get("description", ""),
         "",
         "Paths: "
-        + ", ".join(
-            "%s %s %g ms queue %d"
-            % (p["name"], fmt_rate(p["rate_bps"]), p["delay_ns"] / 1e6, p["queue"])
-            for p in summary["paths"]
-        )
+        + ", ".join(describe_path(p) for p in summary["paths"])
         + "; capacity %s." % fmt_rate(summary["capacity_bps"]),
         "One %s flow for %g s%s; goodput: %s. Shape %s, Plait in %s, %s switches; plait %s, kernel %s."
         % (
@@ -169,7 +190,9 @@ def write(out, summary, results):
         ),
         "Ideal: one link of %s at %g ms, queue %d packets. Single best: path %s (%s)."
         % (
-            fmt_rate(summary["ideal_link"]["rate_bps"]),
+            "the paths' capacities merged"
+            if summary.get("dynamic")
+            else fmt_rate(summary["ideal_link"]["rate_bps"]),
             summary["ideal_link"]["delay_ns"] / 1e6,
             summary["ideal_link"]["queue"],
             summary["single_best"]["name"],
@@ -179,6 +202,10 @@ def write(out, summary, results):
         markdown_table(summary),
         "",
     ]
+    steps = (summary.get("dynamic") or {}).get("steps") or []
+    if steps:
+        md += ["Events (every configuration, from the flow's start):", ""]
+        md += ["- %gs: %s" % (st["at_s"], st["what"]) for st in steps] + [""]
     warnings = [
         (c["config"], w) for c in summary["configs"] for w in c.get("warnings", [])
     ]
@@ -260,9 +287,13 @@ def plot_goodput(plt, out, summary):
 def plot_series(plt, out, summary, name, share):
     cs = summary["configs"]
     paths = [p["name"] for p in summary["paths"]]
+    dyn = summary.get("dynamic")
+    rows = len(cs) + (1 if dyn else 0)
     fig, axes = plt.subplots(
-        len(cs), 1, figsize=(8, 1.9 * len(cs) + 0.6), sharex=True, squeeze=False
+        rows, 1, figsize=(8, 1.9 * rows + 0.6), sharex=True, squeeze=False
     )
+    if dyn:
+        plot_capacity(axes[-1, 0], summary)
     for ax, c in zip(axes[:, 0], cs):
         s = summary["series"].get(c["config"], {})
         if share:
@@ -315,6 +346,29 @@ def plot_series(plt, out, summary, name, share):
     fig.tight_layout()
     fig.savefig(os.path.join(out, name), dpi=100)
     plt.close(fig)
+
+
+def plot_capacity(ax, summary):
+    """Each path's capacity over time, from its trace and the events: the same for every
+    configuration, drawn under their shares and delays."""
+    dyn = summary["dynamic"]
+    bin_s = dyn["capacity_bin_s"]
+    for p in summary["paths"]:
+        v = dyn["capacity_bps"].get(p["name"], [])
+        ax.step(
+            [bin_s * i for i in range(len(v))],
+            [x / 1e6 for x in v],
+            where="post",
+            lw=0.8,
+            label=p["name"],
+        )
+    for st in dyn.get("steps", []):
+        ax.axvline(st["at_s"], color="r", lw=0.5, ls=":")
+    ax.set_ylabel("capacity (Mbit/s)")
+    ax.set_title(
+        "paths' capacity (traces and events; dotted: events)", fontsize=9, loc="left"
+    )
+    ax.legend(loc="upper right", fontsize=7, ncol=len(summary["paths"]))
 
 
 def plot_reorder(plt, out, summary):

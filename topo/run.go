@@ -26,6 +26,9 @@ func Run(ctx context.Context, python, verb string, plan *Plan, stdout, stderr io
 	planFile := ""
 	if plan != nil {
 		planFile = filepath.Join(dir, "plan.json")
+		if err := plan.writeIdeal(dir); err != nil {
+			return err
+		}
 		b, err := json.MarshalIndent(plan, "", "  ")
 		if err != nil {
 			return err

@@ -23,8 +23,9 @@ type LinkParams struct {
 	Reorder      bool          // let jitter reorder packets; otherwise departures keep order
 	LossPercent  float64       // Bernoulli loss, 0..100
 	GE           *GilbertElliott
-	QueuePackets uint32 // drop-tail limit on packets waiting for serialisation; 0: default
-	Down         bool   // drop everything
+	QueuePackets uint32     // drop-tail limit on packets waiting for serialisation; 0: default
+	Down         bool       // drop everything
+	Trace        *LinkTrace // deliver at a trace's opportunities (linktrace.go); nil: none
 }
 
 // GilbertElliott is two-state loss: each packet first moves the chain, then is lost with
@@ -56,10 +57,12 @@ func (p LinkParams) Validate() error {
 		return fmt.Errorf("queue %d packets: want 1 to %d (0 for the default %d)", p.QueuePackets, MaxQueuePackets, DefaultQueuePackets)
 	}
 	if ge := p.GE; ge != nil {
-		return errors.Join(prob("gilbert-elliott p_good_to_bad", ge.PGoodToBad), prob("gilbert-elliott p_bad_to_good", ge.PBadToGood),
-			prob("gilbert-elliott loss_good", ge.LossGood), prob("gilbert-elliott loss_bad", ge.LossBad))
+		if err := errors.Join(prob("gilbert-elliott p_good_to_bad", ge.PGoodToBad), prob("gilbert-elliott p_bad_to_good", ge.PBadToGood),
+			prob("gilbert-elliott loss_good", ge.LossGood), prob("gilbert-elliott loss_bad", ge.LossBad)); err != nil {
+			return err
+		}
 	}
-	return nil
+	return p.Trace.validate()
 }
 
 // LinkStats count what an egress port did. The late counts say how faithful the
@@ -72,6 +75,7 @@ type LinkStats struct {
 	QueueDepth                       int
 	Late1ms, Late5ms                 uint64
 	LateMax                          time.Duration
+	ChangesRefused                   uint64 // scheduled changes invalid at their time
 }
 
 // link emulates one egress port's link. Packets wait in serq for the transmitter, which
@@ -93,6 +97,8 @@ type link struct {
 	rng         *rand.Rand
 	geBad       bool
 	stats       LinkStats
+	trace       traceState   // where the link is in its trace (linktrace.go)
+	changes     []linkChange // scheduled, in time order
 
 	// armed is when the port's goroutine will next look at the link: 0 while it runs,
 	// math.MaxInt64 when it waits for a wake-up only.
@@ -106,9 +112,9 @@ type link struct {
 	free   func(*packet)
 }
 
-func newLink(p LinkParams, egress, free func(*packet)) *link {
+func newLink(p LinkParams, now int64, egress, free func(*packet)) *link {
 	l := &link{rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())), wake: make(chan struct{}, 1), egress: egress, free: free}
-	l.set(p)
+	l.setAt(p, now)
 	return l
 }
 
@@ -159,12 +165,14 @@ func (l *link) enqueue(pk *packet, now int64) {
 // advance starts the serialisation of every queued packet whose turn came by now.
 func (l *link) advance(now int64) {
 	l.clock = max(l.clock, now)
+	defer l.applyDue(now)
 	for l.serq.len() > 0 {
 		pk := l.serq.front()
 		start := max(pk.arrival, l.busyUntil)
 		if start > now {
 			return
 		}
+		l.applyDue(start)
 		l.serq.pop()
 		pk.st.sm.enqQdepth = pk.qdepth
 		pk.st.sm.deqTimedeltaUs = uint32((start - pk.arrival) / 1000)
@@ -173,6 +181,9 @@ func (l *link) advance(now int64) {
 		l.busyUntil = start
 		if l.params.RateBps > 0 {
 			l.busyUntil += n * 8 * int64(time.Second) / int64(l.params.RateBps)
+		}
+		if l.params.Trace != nil {
+			l.busyUntil = max(l.busyUntil, l.trace.depart(start, int(n)))
 		}
 		if l.params.Down {
 			l.stats.DownDrops++

@@ -10,7 +10,7 @@ import (
 // testLink is a link whose egress stamps a fixed frame length and records what leaves.
 func testLink(p LinkParams, frameLen int) (*link, *[]*packet) {
 	var freed []*packet
-	l := newLink(p, func(pk *packet) { pk.off, pk.end = 0, frameLen }, func(pk *packet) { freed = append(freed, pk) })
+	l := newLink(p, 0, func(pk *packet) { pk.off, pk.end = 0, frameLen }, func(pk *packet) { freed = append(freed, pk) })
 	return l, &freed
 }
 

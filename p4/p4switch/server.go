@@ -9,6 +9,7 @@ import (
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	plaitv1 "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/mmtrace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -121,7 +122,16 @@ func (s *Switch) SetLink(ctx context.Context, r *plaitv1.SetLinkRequest) (*plait
 	defer s.linkMu.Unlock()
 	cur, _ := s.ports[port].link.snapshot()
 	p := MergeLinkParams(cur, r.GetParams())
-	if err := s.SetLinkParams(port, p); err != nil {
+	if err := p.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("port %d: %v", port, err))
+	}
+	if at := r.GetAtUnixNano(); at != 0 {
+		// The fields are merged at the change's time, into the parameters then in force.
+		m := r.GetParams()
+		s.ScheduleLinkChange(port, s.now()+at-time.Now().UnixNano(), func(p LinkParams) (LinkParams, error) {
+			return MergeLinkParams(p, m), nil
+		})
+	} else if err := s.SetLinkParams(port, p); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	links, _ := s.GetLinks(context.Background(), &plaitv1.GetLinksRequest{Port: r.GetPort()})
@@ -144,6 +154,7 @@ func (s *Switch) GetLinks(_ context.Context, r *plaitv1.GetLinksRequest) (*plait
 				TxPackets: pi.Stats.TxPackets, TxBytes: pi.Stats.TxBytes, QueueDrops: pi.Stats.QueueDrops,
 				LossDrops: pi.Stats.LossDrops, DownDrops: pi.Stats.DownDrops, QueueDepth: uint32(pi.Stats.QueueDepth),
 				LateOverOneMs: pi.Stats.Late1ms, LateOverFiveMs: pi.Stats.Late5ms, LateMaxUs: uint32(pi.Stats.LateMax.Microseconds()),
+				ChangesRefused: pi.Stats.ChangesRefused,
 			},
 		})
 	}
@@ -180,6 +191,13 @@ func MergeLinkParams(p LinkParams, m *plaitv1.LinkParams) LinkParams {
 	if m.Down != nil {
 		p.Down = m.GetDown()
 	}
+	if tr := m.GetTrace(); tr != nil {
+		p.Trace = nil
+		if len(tr.GetOpportunitiesMs()) > 0 {
+			p.Trace = &LinkTrace{Trace: &mmtrace.Trace{Name: tr.GetName(), Ms: tr.GetOpportunitiesMs()},
+				Offset: time.Duration(tr.GetOffsetUs()) * time.Microsecond}
+		}
+	}
 	return p
 }
 
@@ -196,6 +214,10 @@ func LinkParamsProto(p LinkParams) *plaitv1.LinkParams {
 	}
 	if p.GE != nil {
 		m.GilbertElliott = &plaitv1.GilbertElliott{PGoodToBad: p.GE.PGoodToBad, PBadToGood: p.GE.PBadToGood, LossGood: p.GE.LossGood, LossBad: p.GE.LossBad}
+	}
+	if tr := p.Trace; tr != nil { // described, not listed
+		m.Trace = &plaitv1.Trace{Name: tr.Name, OffsetUs: uint64(tr.Offset / time.Microsecond),
+			Opportunities: uint32(len(tr.Ms)), PeriodMs: uint64(tr.Period() / time.Millisecond)}
 	}
 	return m
 }

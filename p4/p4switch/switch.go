@@ -187,7 +187,7 @@ func New(opts ...Option) (*Switch, error) {
 		if len(c.pairs) > 0 {
 			egress = func(*packet) {}
 		}
-		sp.link = newLink(pc.params, egress, s.free)
+		sp.link = newLink(pc.params, s.now(), egress, s.free)
 		if sp.link.tick = int64(c.tick); c.tick > 0 {
 			sp.link.phase = rand.Int64N(int64(c.tick))
 		}
@@ -490,7 +490,8 @@ type PortInfo struct {
 	Stats     LinkStats
 }
 
-// SetLinkParams replaces a port's link parameters; packets already queued are kept.
+// SetLinkParams replaces a port's link parameters and cancels its scheduled changes;
+// packets already queued are kept.
 func (s *Switch) SetLinkParams(port uint16, p LinkParams) error {
 	sp := s.ports[port]
 	if sp == nil {
@@ -501,7 +502,8 @@ func (s *Switch) SetLinkParams(port uint16, p LinkParams) error {
 	}
 	l := sp.link
 	l.mu.Lock()
-	l.set(p)
+	l.setAt(p, s.now())
+	l.changes = nil // a change now overrides the scheduled ones
 	wake := l.armed != 0
 	l.armed = 0
 	l.mu.Unlock()

@@ -73,8 +73,9 @@ type Trace struct {
 // Loaded returns the parsed traces, nil before LoadTraces.
 func (t *Trace) Loaded() (down, up *mmtrace.Trace) { return t.down, t.up }
 
-// MeanRate is the path's long-run capacity in bit/s towards h2: the trace's mean rate
-// (at most the rate, when both are given), or the rate. 0 for a trace not loaded yet.
+// MeanRate is the path's long-run capacity in bit/s on the wire towards h2: the trace's
+// mean rate (at most the rate, when both are given), or the rate. 0 for a trace not
+// loaded yet.
 func (p Path) MeanRate() float64 {
 	if p.Trace == nil {
 		return p.Rate
@@ -82,7 +83,8 @@ func (p Path) MeanRate() float64 {
 	if p.Trace.down == nil {
 		return 0
 	}
-	m := p.Trace.down.MeanRate()
+	// A trace counts IP packets, a rate Ethernet frames.
+	m := p.Trace.down.MeanRate() * (mmtrace.OpportunityBytes + frameOverhead) / mmtrace.OpportunityBytes
 	if p.Rate > 0 {
 		m = min(m, p.Rate)
 	}
@@ -587,4 +589,107 @@ func (s *Scenario) Opportunities(i int, down bool, horizon time.Duration) []time
 		}
 	}
 	return out
+}
+
+// Step is what the lab sets on a path, in both directions, from At on: an event's start,
+// or its end when it is undone.
+type Step struct {
+	At    time.Duration
+	Path  int
+	State Path // the path's parameters from At on (its trace keeps running)
+	Down  bool
+	What  string // for the lab's log, e.g. "wifi down for 3s"
+	Line  int    // the event's line in the scenario file
+}
+
+// Steps are the events' changes in time order.
+func (s *Scenario) Steps() []Step {
+	var out []Step
+	for _, e := range s.Events {
+		name := s.Paths[e.Path].Name
+		at := func(t time.Duration, what string) {
+			p, down := s.AtTime(e.Path, t)
+			out = append(out, Step{At: t, Path: e.Path, State: p, Down: down, What: what, Line: e.Line})
+		}
+		if e.Down {
+			at(e.At, fmt.Sprintf("%s down for %v", name, e.For))
+			at(e.End(), name+" up again")
+			continue
+		}
+		at(e.At, name+": "+e.describe())
+		if e.For > 0 {
+			at(e.End(), name+" back as before")
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].At < out[b].At })
+	return out
+}
+
+func (e Event) describe() string {
+	var parts []string
+	if e.Rate != nil {
+		parts = append(parts, "rate "+FormatRate(*e.Rate))
+	}
+	if e.Delay != nil {
+		parts = append(parts, fmt.Sprintf("delay %v", *e.Delay))
+	}
+	if e.Jitter != nil {
+		parts = append(parts, fmt.Sprintf("jitter %v", *e.Jitter))
+	}
+	if e.Loss != nil {
+		parts = append(parts, fmt.Sprintf("loss %g%%", 100**e.Loss))
+	}
+	if e.Burst != nil {
+		parts = append(parts, fmt.Sprintf("bursts of %g", *e.Burst))
+	}
+	if e.Queue != nil {
+		parts = append(parts, fmt.Sprintf("queue %d", *e.Queue))
+	}
+	s := strings.Join(parts, ", ")
+	if e.For > 0 {
+		s += fmt.Sprintf(" for %v", e.For)
+	}
+	return s
+}
+
+// IdealOpportunities is the ideal configuration's link when paths change: every path's
+// opportunities (Opportunities) merged into one trace, in ms, up to horizon.
+func (s *Scenario) IdealOpportunities(down bool, horizon time.Duration) []uint32 {
+	var all []uint32
+	for i := range s.Paths {
+		for _, at := range s.Opportunities(i, down, horizon) {
+			all = append(all, uint32(at/time.Millisecond))
+		}
+	}
+	slices.Sort(all)
+	if len(all) == 0 || all[len(all)-1] == 0 { // a trace lasts some time
+		all = append(all, uint32(horizon/time.Millisecond))
+	}
+	return all
+}
+
+// CapacityOverTime is path i's capacity towards h2 in bit/s on the wire per bin up to
+// horizon, from its opportunities (a full-sized frame each).
+func (s *Scenario) CapacityOverTime(i int, bin, horizon time.Duration) []float64 {
+	out := make([]float64, int(horizon/bin))
+	for _, at := range s.Opportunities(i, true, horizon) {
+		if k := int(at / bin); k < len(out) {
+			out[k] += (mmtrace.OpportunityBytes + frameOverhead) * 8 / bin.Seconds()
+		}
+	}
+	return out
+}
+
+// RunCapacity is the paths' capacity towards h2 averaged over the run, in bit/s on the
+// wire: Capacity for constant paths, else what their opportunities carry in the run.
+func (s *Scenario) RunCapacity() float64 {
+	if !s.Dynamic() {
+		return s.Capacity()
+	}
+	d := s.Traffic.Duration
+	n := 0
+	for i := range s.Paths {
+		n += len(s.Opportunities(i, true, d))
+	}
+	return float64(n) * (mmtrace.OpportunityBytes + frameOverhead) * 8 / d.Seconds()
 }

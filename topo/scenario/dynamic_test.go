@@ -31,8 +31,8 @@ events:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := s.Paths[0].MeanRate(); math.Abs(r-9.06e6) > 1 {
-		t.Errorf("lte mean rate %v, want the trace's 9.06 Mbit/s", r)
+	if r := s.Paths[0].MeanRate(); math.Abs(r-9.06e6*1514/1500) > 1 {
+		t.Errorf("lte mean rate %v, want the trace's 9.06 Mbit/s of IP packets in frames", r)
 	}
 	if r := s.Paths[1].MeanRate(); r != 6e6 {
 		t.Errorf("capped mean rate %v, want its cap 6 Mbit/s", r)

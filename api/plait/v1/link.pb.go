@@ -92,6 +92,86 @@ func (x *GilbertElliott) GetLossBad() float64 {
 	return 0
 }
 
+// A recorded capacity in Mahimahi's mm-link format: packets leave the queue only at the
+// trace's delivery opportunities, 1500 bytes of IP packet each, the trace repeating with
+// a period of its last timestamp. It starts (at its offset) when it is set.
+type Trace struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`                                                      // where it came from, for display
+	OpportunitiesMs []uint32               `protobuf:"varint,2,rep,packed,name=opportunities_ms,json=opportunitiesMs,proto3" json:"opportunities_ms,omitempty"` // non-decreasing; none removes the trace
+	OffsetUs        uint64                 `protobuf:"varint,3,opt,name=offset_us,json=offsetUs,proto3" json:"offset_us,omitempty"`                             // start this far into the trace
+	// In answers, which leave opportunities_ms out:
+	Opportunities uint32 `protobuf:"varint,4,opt,name=opportunities,proto3" json:"opportunities,omitempty"` // per period
+	PeriodMs      uint64 `protobuf:"varint,5,opt,name=period_ms,json=periodMs,proto3" json:"period_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Trace) Reset() {
+	*x = Trace{}
+	mi := &file_link_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Trace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Trace) ProtoMessage() {}
+
+func (x *Trace) ProtoReflect() protoreflect.Message {
+	mi := &file_link_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Trace.ProtoReflect.Descriptor instead.
+func (*Trace) Descriptor() ([]byte, []int) {
+	return file_link_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Trace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Trace) GetOpportunitiesMs() []uint32 {
+	if x != nil {
+		return x.OpportunitiesMs
+	}
+	return nil
+}
+
+func (x *Trace) GetOffsetUs() uint64 {
+	if x != nil {
+		return x.OffsetUs
+	}
+	return 0
+}
+
+func (x *Trace) GetOpportunities() uint32 {
+	if x != nil {
+		return x.Opportunities
+	}
+	return 0
+}
+
+func (x *Trace) GetPeriodMs() uint64 {
+	if x != nil {
+		return x.PeriodMs
+	}
+	return 0
+}
+
 type LinkParams struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RateBps        *uint64                `protobuf:"varint,1,opt,name=rate_bps,json=rateBps,proto3,oneof" json:"rate_bps,omitempty"`                     // 0: unlimited
@@ -102,13 +182,14 @@ type LinkParams struct {
 	GilbertElliott *GilbertElliott        `protobuf:"bytes,6,opt,name=gilbert_elliott,json=gilbertElliott,proto3,oneof" json:"gilbert_elliott,omitempty"` // replaces Bernoulli loss when set
 	QueuePackets   *uint32                `protobuf:"varint,7,opt,name=queue_packets,json=queuePackets,proto3,oneof" json:"queue_packets,omitempty"`      // drop-tail limit; 0: default (1000)
 	Down           *bool                  `protobuf:"varint,8,opt,name=down,proto3,oneof" json:"down,omitempty"`                                          // drop everything
+	Trace          *Trace                 `protobuf:"bytes,9,opt,name=trace,proto3,oneof" json:"trace,omitempty"`                                         // deliver at a trace's opportunities (rate, if set, caps it)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LinkParams) Reset() {
 	*x = LinkParams{}
-	mi := &file_link_proto_msgTypes[1]
+	mi := &file_link_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -120,7 +201,7 @@ func (x *LinkParams) String() string {
 func (*LinkParams) ProtoMessage() {}
 
 func (x *LinkParams) ProtoReflect() protoreflect.Message {
-	mi := &file_link_proto_msgTypes[1]
+	mi := &file_link_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -133,7 +214,7 @@ func (x *LinkParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkParams.ProtoReflect.Descriptor instead.
 func (*LinkParams) Descriptor() ([]byte, []int) {
-	return file_link_proto_rawDescGZIP(), []int{1}
+	return file_link_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LinkParams) GetRateBps() uint64 {
@@ -192,17 +273,28 @@ func (x *LinkParams) GetDown() bool {
 	return false
 }
 
+func (x *LinkParams) GetTrace() *Trace {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
 type SetLinkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Port          uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
-	Params        *LinkParams            `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Port   uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
+	Params *LinkParams            `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	// Apply the change at this time (Unix ns) in the link's own time, exactly: packets
+	// that start leaving before it see the old parameters. 0 applies it now and cancels
+	// the port's scheduled changes; scheduled changes apply in time order.
+	AtUnixNano    int64 `protobuf:"varint,3,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetLinkRequest) Reset() {
 	*x = SetLinkRequest{}
-	mi := &file_link_proto_msgTypes[2]
+	mi := &file_link_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +306,7 @@ func (x *SetLinkRequest) String() string {
 func (*SetLinkRequest) ProtoMessage() {}
 
 func (x *SetLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_link_proto_msgTypes[2]
+	mi := &file_link_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +319,7 @@ func (x *SetLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLinkRequest.ProtoReflect.Descriptor instead.
 func (*SetLinkRequest) Descriptor() ([]byte, []int) {
-	return file_link_proto_rawDescGZIP(), []int{2}
+	return file_link_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SetLinkRequest) GetPort() uint32 {
@@ -244,6 +336,13 @@ func (x *SetLinkRequest) GetParams() *LinkParams {
 	return nil
 }
 
+func (x *SetLinkRequest) GetAtUnixNano() int64 {
+	if x != nil {
+		return x.AtUnixNano
+	}
+	return 0
+}
+
 type LinkStats struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	TxPackets  uint64                 `protobuf:"varint,1,opt,name=tx_packets,json=txPackets,proto3" json:"tx_packets,omitempty"`
@@ -257,13 +356,14 @@ type LinkStats struct {
 	LateOverOneMs  uint64 `protobuf:"varint,7,opt,name=late_over_one_ms,json=lateOverOneMs,proto3" json:"late_over_one_ms,omitempty"`
 	LateOverFiveMs uint64 `protobuf:"varint,8,opt,name=late_over_five_ms,json=lateOverFiveMs,proto3" json:"late_over_five_ms,omitempty"`
 	LateMaxUs      uint32 `protobuf:"varint,9,opt,name=late_max_us,json=lateMaxUs,proto3" json:"late_max_us,omitempty"`
+	ChangesRefused uint64 `protobuf:"varint,10,opt,name=changes_refused,json=changesRefused,proto3" json:"changes_refused,omitempty"` // scheduled changes that were invalid at their time
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LinkStats) Reset() {
 	*x = LinkStats{}
-	mi := &file_link_proto_msgTypes[3]
+	mi := &file_link_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +375,7 @@ func (x *LinkStats) String() string {
 func (*LinkStats) ProtoMessage() {}
 
 func (x *LinkStats) ProtoReflect() protoreflect.Message {
-	mi := &file_link_proto_msgTypes[3]
+	mi := &file_link_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +388,7 @@ func (x *LinkStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinkStats.ProtoReflect.Descriptor instead.
 func (*LinkStats) Descriptor() ([]byte, []int) {
-	return file_link_proto_rawDescGZIP(), []int{3}
+	return file_link_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LinkStats) GetTxPackets() uint64 {
@@ -354,6 +454,13 @@ func (x *LinkStats) GetLateMaxUs() uint32 {
 	return 0
 }
 
+func (x *LinkStats) GetChangesRefused() uint64 {
+	if x != nil {
+		return x.ChangesRefused
+	}
+	return 0
+}
+
 type Link struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Port          uint32                 `protobuf:"varint,1,opt,name=port,proto3" json:"port,omitempty"`
@@ -366,7 +473,7 @@ type Link struct {
 
 func (x *Link) Reset() {
 	*x = Link{}
-	mi := &file_link_proto_msgTypes[4]
+	mi := &file_link_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +485,7 @@ func (x *Link) String() string {
 func (*Link) ProtoMessage() {}
 
 func (x *Link) ProtoReflect() protoreflect.Message {
-	mi := &file_link_proto_msgTypes[4]
+	mi := &file_link_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +498,7 @@ func (x *Link) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Link.ProtoReflect.Descriptor instead.
 func (*Link) Descriptor() ([]byte, []int) {
-	return file_link_proto_rawDescGZIP(), []int{4}
+	return file_link_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Link) GetPort() uint32 {
@@ -431,7 +538,7 @@ type GetLinksRequest struct {
 
 func (x *GetLinksRequest) Reset() {
 	*x = GetLinksRequest{}
-	mi := &file_link_proto_msgTypes[5]
+	mi := &file_link_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +550,7 @@ func (x *GetLinksRequest) String() string {
 func (*GetLinksRequest) ProtoMessage() {}
 
 func (x *GetLinksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_link_proto_msgTypes[5]
+	mi := &file_link_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +563,7 @@ func (x *GetLinksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLinksRequest.ProtoReflect.Descriptor instead.
 func (*GetLinksRequest) Descriptor() ([]byte, []int) {
-	return file_link_proto_rawDescGZIP(), []int{5}
+	return file_link_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetLinksRequest) GetPort() uint32 {
@@ -475,7 +582,7 @@ type GetLinksResponse struct {
 
 func (x *GetLinksResponse) Reset() {
 	*x = GetLinksResponse{}
-	mi := &file_link_proto_msgTypes[6]
+	mi := &file_link_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +594,7 @@ func (x *GetLinksResponse) String() string {
 func (*GetLinksResponse) ProtoMessage() {}
 
 func (x *GetLinksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_link_proto_msgTypes[6]
+	mi := &file_link_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +607,7 @@ func (x *GetLinksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLinksResponse.ProtoReflect.Descriptor instead.
 func (*GetLinksResponse) Descriptor() ([]byte, []int) {
-	return file_link_proto_rawDescGZIP(), []int{6}
+	return file_link_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetLinksResponse) GetLinks() []*Link {
@@ -522,7 +629,13 @@ const file_link_proto_rawDesc = "" +
 	"\rp_bad_to_good\x18\x02 \x01(\x01R\n" +
 	"pBadToGood\x12\x1b\n" +
 	"\tloss_good\x18\x03 \x01(\x01R\blossGood\x12\x19\n" +
-	"\bloss_bad\x18\x04 \x01(\x01R\alossBad\"\xb4\x03\n" +
+	"\bloss_bad\x18\x04 \x01(\x01R\alossBad\"\xa6\x01\n" +
+	"\x05Trace\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x10opportunities_ms\x18\x02 \x03(\rR\x0fopportunitiesMs\x12\x1b\n" +
+	"\toffset_us\x18\x03 \x01(\x04R\boffsetUs\x12$\n" +
+	"\ropportunities\x18\x04 \x01(\rR\ropportunities\x12\x1b\n" +
+	"\tperiod_ms\x18\x05 \x01(\x04R\bperiodMs\"\xea\x03\n" +
 	"\n" +
 	"LinkParams\x12\x1e\n" +
 	"\brate_bps\x18\x01 \x01(\x04H\x00R\arateBps\x88\x01\x01\x12\x1e\n" +
@@ -532,7 +645,8 @@ const file_link_proto_rawDesc = "" +
 	"\floss_percent\x18\x05 \x01(\x01H\x04R\vlossPercent\x88\x01\x01\x12F\n" +
 	"\x0fgilbert_elliott\x18\x06 \x01(\v2\x18.plait.v1.GilbertElliottH\x05R\x0egilbertElliott\x88\x01\x01\x12(\n" +
 	"\rqueue_packets\x18\a \x01(\rH\x06R\fqueuePackets\x88\x01\x01\x12\x17\n" +
-	"\x04down\x18\b \x01(\bH\aR\x04down\x88\x01\x01B\v\n" +
+	"\x04down\x18\b \x01(\bH\aR\x04down\x88\x01\x01\x12*\n" +
+	"\x05trace\x18\t \x01(\v2\x0f.plait.v1.TraceH\bR\x05trace\x88\x01\x01B\v\n" +
 	"\t_rate_bpsB\v\n" +
 	"\t_delay_usB\f\n" +
 	"\n" +
@@ -542,10 +656,13 @@ const file_link_proto_rawDesc = "" +
 	"\r_loss_percentB\x12\n" +
 	"\x10_gilbert_elliottB\x10\n" +
 	"\x0e_queue_packetsB\a\n" +
-	"\x05_down\"R\n" +
+	"\x05_downB\b\n" +
+	"\x06_trace\"t\n" +
 	"\x0eSetLinkRequest\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12,\n" +
-	"\x06params\x18\x02 \x01(\v2\x14.plait.v1.LinkParamsR\x06params\"\xb9\x02\n" +
+	"\x06params\x18\x02 \x01(\v2\x14.plait.v1.LinkParamsR\x06params\x12 \n" +
+	"\fat_unix_nano\x18\x03 \x01(\x03R\n" +
+	"atUnixNano\"\xe2\x02\n" +
 	"\tLinkStats\x12\x1d\n" +
 	"\n" +
 	"tx_packets\x18\x01 \x01(\x04R\ttxPackets\x12\x19\n" +
@@ -560,7 +677,9 @@ const file_link_proto_rawDesc = "" +
 	"queueDepth\x12'\n" +
 	"\x10late_over_one_ms\x18\a \x01(\x04R\rlateOverOneMs\x12)\n" +
 	"\x11late_over_five_ms\x18\b \x01(\x04R\x0elateOverFiveMs\x12\x1e\n" +
-	"\vlate_max_us\x18\t \x01(\rR\tlateMaxUs\"\x91\x01\n" +
+	"\vlate_max_us\x18\t \x01(\rR\tlateMaxUs\x12'\n" +
+	"\x0fchanges_refused\x18\n" +
+	" \x01(\x04R\x0echangesRefused\"\x91\x01\n" +
 	"\x04Link\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12,\n" +
@@ -586,31 +705,33 @@ func file_link_proto_rawDescGZIP() []byte {
 	return file_link_proto_rawDescData
 }
 
-var file_link_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_link_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_link_proto_goTypes = []any{
 	(*GilbertElliott)(nil),   // 0: plait.v1.GilbertElliott
-	(*LinkParams)(nil),       // 1: plait.v1.LinkParams
-	(*SetLinkRequest)(nil),   // 2: plait.v1.SetLinkRequest
-	(*LinkStats)(nil),        // 3: plait.v1.LinkStats
-	(*Link)(nil),             // 4: plait.v1.Link
-	(*GetLinksRequest)(nil),  // 5: plait.v1.GetLinksRequest
-	(*GetLinksResponse)(nil), // 6: plait.v1.GetLinksResponse
+	(*Trace)(nil),            // 1: plait.v1.Trace
+	(*LinkParams)(nil),       // 2: plait.v1.LinkParams
+	(*SetLinkRequest)(nil),   // 3: plait.v1.SetLinkRequest
+	(*LinkStats)(nil),        // 4: plait.v1.LinkStats
+	(*Link)(nil),             // 5: plait.v1.Link
+	(*GetLinksRequest)(nil),  // 6: plait.v1.GetLinksRequest
+	(*GetLinksResponse)(nil), // 7: plait.v1.GetLinksResponse
 }
 var file_link_proto_depIdxs = []int32{
 	0, // 0: plait.v1.LinkParams.gilbert_elliott:type_name -> plait.v1.GilbertElliott
-	1, // 1: plait.v1.SetLinkRequest.params:type_name -> plait.v1.LinkParams
-	1, // 2: plait.v1.Link.params:type_name -> plait.v1.LinkParams
-	3, // 3: plait.v1.Link.stats:type_name -> plait.v1.LinkStats
-	4, // 4: plait.v1.GetLinksResponse.links:type_name -> plait.v1.Link
-	2, // 5: plait.v1.LinkEmulation.SetLink:input_type -> plait.v1.SetLinkRequest
-	5, // 6: plait.v1.LinkEmulation.GetLinks:input_type -> plait.v1.GetLinksRequest
-	4, // 7: plait.v1.LinkEmulation.SetLink:output_type -> plait.v1.Link
-	6, // 8: plait.v1.LinkEmulation.GetLinks:output_type -> plait.v1.GetLinksResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	1, // 1: plait.v1.LinkParams.trace:type_name -> plait.v1.Trace
+	2, // 2: plait.v1.SetLinkRequest.params:type_name -> plait.v1.LinkParams
+	2, // 3: plait.v1.Link.params:type_name -> plait.v1.LinkParams
+	4, // 4: plait.v1.Link.stats:type_name -> plait.v1.LinkStats
+	5, // 5: plait.v1.GetLinksResponse.links:type_name -> plait.v1.Link
+	3, // 6: plait.v1.LinkEmulation.SetLink:input_type -> plait.v1.SetLinkRequest
+	6, // 7: plait.v1.LinkEmulation.GetLinks:input_type -> plait.v1.GetLinksRequest
+	5, // 8: plait.v1.LinkEmulation.SetLink:output_type -> plait.v1.Link
+	7, // 9: plait.v1.LinkEmulation.GetLinks:output_type -> plait.v1.GetLinksResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_link_proto_init() }
@@ -618,14 +739,14 @@ func file_link_proto_init() {
 	if File_link_proto != nil {
 		return
 	}
-	file_link_proto_msgTypes[1].OneofWrappers = []any{}
+	file_link_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_link_proto_rawDesc), len(file_link_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

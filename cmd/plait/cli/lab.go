@@ -106,7 +106,13 @@ func newLabLsCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("shipped scenario %s: %w", n, err)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, len(s.Paths), fmtRate(s.Capacity()), s.Description)
+				capacity := fmtRate(s.Capacity())
+				if err := s.LoadTraces(scenario.TraceDirs()...); err != nil {
+					capacity = "traces not found"
+				} else if s.Dynamic() {
+					capacity = "~" + fmtRate(s.RunCapacity())
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, len(s.Paths), capacity, s.Description)
 			}
 			return tw.Flush()
 		},
@@ -150,8 +156,9 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 		if err != nil || d <= 0 {
 			return "", usagef(cmd, "--duration %q: want a positive duration such as 5s", f.duration)
 		}
-		s.Traffic.Duration = d
-		s.Traffic.Omit = min(s.Traffic.Omit, d/5)
+		if err := s.SetDuration(d); err != nil {
+			return "", usagef(cmd, "--duration %v: %v", d, err)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.tcp)) {
 		v := f.tcp[name]

@@ -40,14 +40,18 @@ func newLinkSetCmd() *cobra.Command {
 		electionID string
 		port       uint32
 		jsonOut    bool
-		setFlags   = []string{"rate", "delay", "jitter", "loss", "queue", "reorder", "down", "ge"}
+		setFlags   = []string{"rate", "delay", "jitter", "loss", "queue", "reorder", "down", "ge", "trace", "trace-offset"}
+		at         float64
+		in         time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "set",
 		Short: "Change a port's link; flags not given keep their values",
 		Example: `  plait link set --switch 127.0.0.1:9559 --port 2 --rate 10mbit --delay 50ms
   plait link set --switch 127.0.0.1:9559 --port 2 --down
-  plait link set --switch 127.0.0.1:9559 --port 2 --loss 1 --ge 0.01/0.3/0/0.5`,
+  plait link set --switch 127.0.0.1:9559 --port 2 --loss 1 --ge 0.01/0.3/0/0.5
+  plait link set --switch 127.0.0.1:9559 --port 2 --trace ../shared/reference/traces/Verizon-LTE-short.down --rate 0bit
+  plait link set --switch 127.0.0.1:9559 --port 2 --down --in 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if port == 0 {
@@ -71,7 +75,19 @@ func newLinkSetCmd() *cobra.Command {
 				changed++
 			}
 			if changed == 0 {
-				return usagef(cmd, "nothing to change: give at least one of --rate, --delay, --jitter, --loss, --ge, --queue, --reorder, --down, --up")
+				return usagef(cmd, "nothing to change: give at least one of --rate, --delay, --jitter, --loss, --ge, --queue, --reorder, --down, --up, --trace")
+			}
+			if err := checkLinkTrace(p); err != nil {
+				return usagef(cmd, "--%v", err)
+			}
+			req := &plaitv1.SetLinkRequest{Port: port, Params: p}
+			switch {
+			case at > 0 && in > 0:
+				return usagef(cmd, "give --at or --in, not both")
+			case at > 0:
+				req.AtUnixNano = int64(at * 1e9)
+			case in > 0:
+				req.AtUnixNano = time.Now().Add(in).UnixNano()
 			}
 			client, closeConn, err := dialSwitch(cmd, addr)
 			if err != nil {
@@ -86,7 +102,7 @@ func newLinkSetCmd() *cobra.Command {
 				}
 				ctx = metadata.AppendToOutgoingContext(ctx, p4switch.ElectionIDKey, electionID)
 			}
-			l, err := client.SetLink(ctx, &plaitv1.SetLinkRequest{Port: port, Params: p})
+			l, err := client.SetLink(ctx, req)
 			if err != nil {
 				return fmt.Errorf("set link on %s port %d: %s", addr, port, sockrpc.Explain(err.Error()))
 			}
@@ -108,6 +124,10 @@ func newLinkSetCmd() *cobra.Command {
 	f.String("down", "", "take the link down (drops everything)")
 	f.Lookup("down").NoOptDefVal = "true"
 	f.Bool("up", false, "bring the link up")
+	f.String("trace", "", "deliver at a Mahimahi trace's opportunities (a file; none removes it); --rate caps it, --rate 0bit leaves it alone")
+	f.String("trace-offset", "", "start the trace this far in, e.g. 30s")
+	f.Float64Var(&at, "at", 0, "apply the change at this Unix time in seconds, e.g. 1764150000.25, exactly in the link's time (without --at or --in: now, cancelling the port's scheduled changes)")
+	f.DurationVar(&in, "in", 0, "apply the change this long from now, e.g. 5s")
 	f.BoolVar(&jsonOut, "json", false, "print JSON")
 	return cmd
 }
@@ -166,6 +186,13 @@ func printLinks(cmd *cobra.Command, links []*plaitv1.Link, jsonOut bool) error {
 	fmt.Fprintln(w, "PORT\tINTERFACE\tRATE\tDELAY\tJITTER\tLOSS\tQUEUE\tSTATE\tTX PKTS\tTX BYTES\tQ DROPS\tLOSS DROPS\tDEPTH\tLATE >1/>5 MS")
 	for _, l := range links {
 		p, s := l.GetParams(), l.GetStats()
+		rate := formatLinkRate(p.GetRateBps())
+		if tr := p.GetTrace(); tr != nil {
+			rate = fmt.Sprintf("trace %s (%d per %dms, +%v)", tr.GetName(), tr.GetOpportunities(), tr.GetPeriodMs(), time.Duration(tr.GetOffsetUs())*time.Microsecond)
+			if p.GetRateBps() > 0 {
+				rate += " under " + formatLinkRate(p.GetRateBps())
+			}
+		}
 		loss := fmt.Sprintf("%g%%", p.GetLossPercent())
 		if ge := p.GetGilbertElliott(); ge != nil {
 			loss = fmt.Sprintf("ge %g/%g/%g/%g", ge.GetPGoodToBad(), ge.GetPBadToGood(), ge.GetLossGood(), ge.GetLossBad())
@@ -177,7 +204,7 @@ func printLinks(cmd *cobra.Command, links []*plaitv1.Link, jsonOut bool) error {
 		if p.GetReorder() {
 			state += ",reorder"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%v\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", l.GetPort(), l.GetInterface(), formatLinkRate(p.GetRateBps()),
+		fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%v\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\n", l.GetPort(), l.GetInterface(), rate,
 			time.Duration(p.GetDelayUs())*time.Microsecond, time.Duration(p.GetJitterUs())*time.Microsecond, loss, p.GetQueuePackets(), state,
 			s.GetTxPackets(), s.GetTxBytes(), s.GetQueueDrops(), s.GetLossDrops(), s.GetQueueDepth(), s.GetLateOverOneMs(), s.GetLateOverFiveMs())
 	}

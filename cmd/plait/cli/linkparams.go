@@ -8,6 +8,7 @@ import (
 	"time"
 
 	plaitv1 "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/mmtrace"
 )
 
 var rateUnits = map[string]float64{"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
@@ -65,8 +66,8 @@ func parseLinkBool(what, s string) (bool, error) {
 }
 
 // parseLinkSpec reads "rate=5mbit,delay=100ms,jitter=1ms,loss=0.5,queue=50" (also
-// reorder, down, and ge=P_GOOD_TO_BAD/P_BAD_TO_GOOD/LOSS_GOOD/LOSS_BAD) into the fields
-// it sets.
+// reorder, down, ge=P_GOOD_TO_BAD/P_BAD_TO_GOOD/LOSS_GOOD/LOSS_BAD, trace=FILE and
+// trace_offset=DURATION) into the fields it sets.
 func parseLinkSpec(spec string) (*plaitv1.LinkParams, error) {
 	p := &plaitv1.LinkParams{}
 	for _, kv := range strings.Split(spec, ",") {
@@ -78,7 +79,15 @@ func parseLinkSpec(spec string) (*plaitv1.LinkParams, error) {
 			return nil, err
 		}
 	}
-	return p, nil
+	return p, checkLinkTrace(p)
+}
+
+// checkLinkTrace refuses a trace offset without a trace (which would read as removing it).
+func checkLinkTrace(p *plaitv1.LinkParams) error {
+	if tr := p.GetTrace(); tr != nil && tr.GetName() == "" && tr.GetOffsetUs() > 0 {
+		return fmt.Errorf("trace_offset: give the trace too (trace=FILE)")
+	}
+	return nil
 }
 
 func setLinkField(p *plaitv1.LinkParams, k, v string) error {
@@ -137,8 +146,30 @@ func setLinkField(p *plaitv1.LinkParams, k, v string) error {
 			f[i] = x
 		}
 		p.GilbertElliott = &plaitv1.GilbertElliott{PGoodToBad: f[0], PBadToGood: f[1], LossGood: f[2], LossBad: f[3]}
+	case "trace":
+		if p.Trace == nil {
+			p.Trace = &plaitv1.Trace{}
+		}
+		if v == "none" { // no opportunities: the trace goes
+			p.Trace.Name, p.Trace.OpportunitiesMs = "none", nil
+			break
+		}
+		tr, err := mmtrace.Load(v)
+		if err != nil {
+			return err
+		}
+		p.Trace.Name, p.Trace.OpportunitiesMs = tr.Name, tr.Ms
+	case "trace_offset", "trace-offset":
+		d, err := parseLinkDuration("trace offset", v)
+		if err != nil {
+			return err
+		}
+		if p.Trace == nil {
+			p.Trace = &plaitv1.Trace{}
+		}
+		p.Trace.OffsetUs = uint64(d / time.Microsecond)
 	default:
-		return fmt.Errorf("link parameter %q: want rate, delay, jitter, loss, queue, reorder, down or ge", k)
+		return fmt.Errorf("link parameter %q: want rate, delay, jitter, loss, queue, reorder, down, ge, trace or trace_offset", k)
 	}
 	return nil
 }

@@ -66,3 +66,26 @@ func TestFormatLinkRate(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLinkSpecTrace(t *testing.T) {
+	p, err := parseLinkSpec("trace_offset=2s,trace=../../../topo/traces/test.trace,rate=0bit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := p.GetTrace()
+	if tr.GetName() != "test.trace" || len(tr.GetOpportunitiesMs()) != 755 || tr.GetOffsetUs() != 2e6 || p.GetRateBps() != 0 {
+		t.Errorf("parsed trace %q, %d opportunities, offset %d us, rate %d", tr.GetName(), len(tr.GetOpportunitiesMs()), tr.GetOffsetUs(), p.GetRateBps())
+	}
+	if p, err := parseLinkSpec("trace=none"); err != nil || p.GetTrace() == nil || len(p.GetTrace().GetOpportunitiesMs()) != 0 {
+		t.Errorf("trace=none: %v, %v; want a trace without opportunities (it removes the link's)", p, err)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"trace_offset=2s", "give the trace too"},
+		{"trace=/nonexistent.trace", "nonexistent.trace"},
+		{"trace=../../../topo/traces/test.trace,trace_offset=soon", "trace offset"},
+	} {
+		if _, err := parseLinkSpec(c.in); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("parseLinkSpec(%q): %v, want error mentioning %q", c.in, err, c.want)
+		}
+	}
+}

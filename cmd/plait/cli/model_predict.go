@@ -31,6 +31,8 @@ type modelPredictOutput struct {
 	Paper    model.PaperResult `json:"paper"`
 	Plait    []modelPredictRow `json:"plait"`
 	Best     []modelPredictRow `json:"best"`
+	// Assumptions say what the model takes for traces, bursty loss and events.
+	Assumptions []string `json:"assumptions,omitempty"`
 }
 
 func newModelPredictCmd() *cobra.Command {
@@ -102,6 +104,9 @@ A path is RATE,DELAY (one-way) with optional key=value parts: loss (percent), qu
 			out, err := modelPredictAll(paths, ms, weights, tcp, po)
 			if err != nil {
 				return err
+			}
+			if sc != nil {
+				out.Assumptions = model.Assumptions(sc)
 			}
 			if asJSON {
 				return writeModelJSON(cmd.OutOrStdout(), out)
@@ -237,7 +242,13 @@ func printModelPredict(w io.Writer, out *modelPredictOutput) error {
 			modelRate(p.Goodput), 100*p.Goodput/out.Capacity, p.Limit, modelSeconds(p.RTT), modelSeconds(p.Skew),
 			100*p.ReorderedRatio, 100*p.Spurious)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range out.Assumptions {
+		fmt.Fprintf(w, "assumes: %s\n", a)
+	}
+	return nil
 }
 
 // modelWeights prints weights as small whole ratios when they are rates.
