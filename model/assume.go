@@ -35,7 +35,10 @@ func Assumptions(s *scenario.Scenario) []string {
 				p.Name, 100*p.Loss))
 		}
 	}
-	if n := len(s.Events); n > 0 {
+	switch n := len(s.Events); {
+	case n == 1:
+		out = append(out, "the scenario's event is not modelled: the prediction is for the paths as they start")
+	case n > 1:
 		out = append(out, fmt.Sprintf("the scenario's %d events are not modelled: the prediction is for the paths as they start", n))
 	}
 	return out

@@ -10,7 +10,7 @@ import (
 
 // Every shipped scenario is valid, compares all six configurations and is found by name.
 func TestShippedScenarios(t *testing.T) {
-	want := []string{"a1", "a2", "default", "k1", "k2", "s1-2", "s1-3", "s1-4", "s1-5", "s1-6", "s1-7", "s1-8"}
+	want := []string{"a1", "a2", "default", "k1", "k2", "lte-2", "outage", "s1-2", "s1-3", "s1-4", "s1-5", "s1-6", "s1-7", "s1-8", "wifi-lte"}
 	got := Scenarios()
 	if len(got) != len(want) {
 		t.Fatalf("scenarios %v, want %v", got, want)
@@ -30,6 +30,13 @@ func TestShippedScenarios(t *testing.T) {
 		}
 		if len(s.Compare) != len(scenario.Configurations) {
 			t.Errorf("%s compares %v", n, s.Compare)
+		}
+		// The recorded traces the shipped scenarios follow, from ../shared when it is
+		// there (CI keeps it beside the clone).
+		if _, err := os.Stat("../../shared/reference/traces"); err == nil {
+			if err := s.LoadTraces("../../shared/reference/traces"); err != nil {
+				t.Errorf("%s: %v", n, err)
+			}
 		}
 	}
 	if _, ok := Scenario("A2.yaml"); !ok {
