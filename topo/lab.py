@@ -28,6 +28,9 @@ import runner
 import topos
 
 RUNDIR = "/run/plait/lab"
+# The controller's P4Runtime election id on every switch: the primary's, which the lab
+# gives plait link set to change links while the controller runs (the paths' events).
+ELECTION_ID = 10
 STATE = os.path.join(RUNDIR, "state.json")
 ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 
@@ -145,6 +148,7 @@ class Lab:
         self.rundir = RUNDIR
         self.ctl_socket = os.path.join(RUNDIR, "controller.sock")
         self.owner = False  # of RUNDIR and its state file, once start() checked
+        self.election_id = ELECTION_ID
 
     # -- life cycle -------------------------------------------------------------
 
@@ -391,7 +395,11 @@ class Lab:
                 fwd[s][1] = k + 1
         switches = {}
         for s in self.net.switches:
-            ent = {"address": s.address, "forward": fwd.get(s.name, {})}
+            ent = {
+                "address": s.address,
+                "election_id": self.election_id,
+                "forward": fwd.get(s.name, {}),
+            }
             if self.switch_kind == "bmv2":
                 ent["device_config"] = self.plan["bmv2_json"]
             switches[s.name] = ent
