@@ -19,6 +19,7 @@ import (
 	"github.com/plait/plait/internal/nstest"
 	"github.com/plait/plait/p4/p4switch"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/metadata"
 )
 
 // recorded is a recorded trace from ../shared (CI keeps it beside the clone), or "".
@@ -152,13 +153,15 @@ func TestScheduledOutageBothWays(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	down := time.Now().Add(time.Second).Truncate(time.Millisecond).Add(300 * time.Microsecond)
 	up := down.Add(time.Second)
+	// As the primary controller (election id 1, wire's) may.
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(p4switch.ElectionIDKey, "1"))
 	for _, port := range []uint32{1, 2} {
 		for _, ch := range []struct {
 			at   time.Time
 			down bool
 		}{{down, true}, {up, false}} {
 			d := ch.down
-			if _, err := r.sw.SetLink(context.Background(), &plaitv1.SetLinkRequest{Port: port, Params: &plaitv1.LinkParams{Down: &d}, AtUnixNano: ch.at.UnixNano()}); err != nil {
+			if _, err := r.sw.SetLink(ctx, &plaitv1.SetLinkRequest{Port: port, Params: &plaitv1.LinkParams{Down: &d}, AtUnixNano: ch.at.UnixNano()}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -18,6 +18,7 @@ PATHS = [
     {
         "name": "a",
         "rate_bps": 5e6,
+        "capacity_bps": 5e6,
         "delay_ns": 100_000_000,
         "jitter_ns": 0,
         "loss": 0,
@@ -26,6 +27,7 @@ PATHS = [
     {
         "name": "b",
         "rate_bps": 2e6,
+        "capacity_bps": 2e6,
         "delay_ns": 10_000_000,
         "jitter_ns": 1_000_000,
         "loss": 0.005,
@@ -76,11 +78,31 @@ def test_split_topo():
 
 
 def test_link_spec():
-    assert nodes.link_spec(PATHS[0]) == "rate=5000000bit,delay=100000us,queue=100"
+    # Every field is given, so that a change sets back what an earlier one changed.
+    assert (
+        nodes.link_spec(PATHS[0])
+        == "rate=5000000bit,delay=100000us,jitter=0us,loss=0,queue=100"
+    )
     assert (
         nodes.link_spec(PATHS[1])
         == "rate=2000000bit,delay=10000us,jitter=1000us,loss=0.5,queue=50"
     )
+    traced = dict(
+        PATHS[0],
+        rate_bps=0,
+        loss=0.01,
+        ge=[0.0025, 0.25, 0, 1],
+        trace_down="/t/x.down",
+        trace_up="/t/x.up",
+        trace_offset_ns=2_500_000_000,
+    )
+    assert nodes.link_spec(nodes.directed(traced, toward_h2=False)) == (
+        "rate=0bit,delay=100000us,jitter=0us,loss=1,ge=0.0025/0.25/0/1,queue=100,"
+        "trace=/t/x.up,trace_offset=2500000us"
+    )
+    down = nodes.directed(traced, toward_h2=True)
+    assert ("trace", "/t/x.down") in nodes.link_fields(down)
+    assert not [k for k, _ in nodes.link_fields(down, trace=False) if "trace" in k]
 
 
 def test_goodput_leaves_out_the_warm_up():
@@ -96,6 +118,17 @@ def test_goodput_leaves_out_the_warm_up():
     # Without the server's intervals, the client's receiver summary.
     ip = {"end": {"sum_received": {"bits_per_second": 5e6, "seconds": 5}}}
     assert runner.goodput(ip, 1) == (5e6, 5e6, 5)
+
+
+def test_longest_stall():
+    ivs = [0, 5, 0, 0, 0, 7, 0, 0, 3]
+    ip = {
+        "server_output_json": {
+            "intervals": [{"sum": {"bytes": b, "seconds": 0.1}} for b in ivs]
+        }
+    }
+    assert math.isclose(runner.longest_stall(ip), 0.3)
+    assert runner.longest_stall({}) == 0
 
 
 def test_median_run_takes_each_figure_s_median():
@@ -152,6 +185,7 @@ def fake_results():
             "goodput_bps": 6.5e6 - i * 3e5,
             "goodput_steady_bps": 6e6 - i * 3e5,
             "retransmits": 10 * i,
+            "longest_stall_s": 0.1 * i,
             "reordered_ratio": 0.1 * i if c in ("rr", "wrr", "auto") else None,
             "per_path_bytes": {"a": 1000 * i, "b": 400 * i},
             "owd_mean_ms": {"a": 101.0, "b": None},
@@ -214,7 +248,26 @@ def test_report(tmp_path):
         ):
             assert k in c
     md = (tmp_path / "summary.md").read_text()
-    assert "| auto | 5 Mbit/s | 71.4 % | 76.9 % | 75.0 % | 50 | 50.0 % | 123 | 101.0 | - |" in md
+    assert "| auto | 5 Mbit/s | 71.4 % | 76.9 % | 75.0 % | 0.5 | 50 | 50.0 % | 123 | 101.0 | - |" in md
+    for name in report.PLOTS:
+        check_png(tmp_path / name)
+
+
+def test_report_dynamic(tmp_path):
+    """A changing scenario's summary lists its events and plots the paths' capacity."""
+    p = plan()
+    p["scenario"]["dynamic"] = {
+        "steps": [
+            {"at_s": 2, "path": 1, "what": "b down for 1s", "down": True},
+            {"at_s": 3, "path": 1, "what": "b up again", "down": False},
+        ],
+        "capacity_bin_s": 0.1,
+        "capacity_bps": {"a": [5e6] * 50, "b": [2e6] * 20 + [0] * 10 + [2e6] * 20},
+    }
+    s = report.summarize(p, fake_results(), "embedded")
+    report.write(str(tmp_path), s, fake_results())
+    md = (tmp_path / "summary.md").read_text()
+    assert "- 2s: b down for 1s" in md and "the paths' capacities merged" in md
     for name in report.PLOTS:
         check_png(tmp_path / name)
 
@@ -272,7 +325,11 @@ def test_network_files_parallel():
         "h1": "/run/h1.sock",
         "h2": "/run/h2.sock",
     }
-    assert n["switches"]["s1"] == {"address": "127.0.0.1:9001", "forward": {1: 2, 2: 1}}
+    assert n["switches"]["s1"] == {
+        "address": "127.0.0.1:9001",
+        "election_id": 10,
+        "forward": {1: 2, 2: 1},
+    }
     assert lb.network("rr")["tunnels"] == [
         {"id": 1, "hosts": ["h1", "h2"], "mode": "rr"}
     ]
