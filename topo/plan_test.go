@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/plait/plait/internal/mmtrace"
 	"github.com/plait/plait/topo/scenario"
 )
 
@@ -57,5 +59,47 @@ func TestLabLoadScenario(t *testing.T) {
 	os.WriteFile(f, []byte("paths: [{rate: 5mbit, delay: soon}]"), 0o644)
 	if _, err := LoadScenario(f); err == nil || !strings.Contains(err.Error(), "paths[0].delay") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// A changing scenario's plan: the ideal link follows the paths' opportunities merged
+// (an outage included), the steps set both an event's change and its end.
+func TestPlanDynamic(t *testing.T) {
+	trace, _ := filepath.Abs("traces/test.trace")
+	s, err := scenario.Parse([]byte("name: D\npaths:\n  - {name: a, trace: " + trace + ", delay: 10ms}\n  - {name: b, rate: 2mbit, delay: 20ms}\n" +
+		"traffic: {duration: 10s}\nevents:\n  - {at: 2s, path: b, down: 3s}\n  - {at: 6s, path: a, delay: 40ms, for: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadTraces(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := BuildPlan(s, "D", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.writeIdeal(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	d := p.Scenario.Dynamic
+	if d == nil || len(d.Steps) != 4 || d.Steps[0].What != "b down for 3s" || !d.Steps[0].Down || d.Steps[1].At != 5 || d.Steps[1].Down ||
+		d.Steps[2].Link.Delay != 40e6 || d.Steps[3].Link.Delay != 10e6 || d.Steps[2].Link.TraceDown != "" {
+		t.Fatalf("steps %+v", d)
+	}
+	if p.Scenario.Paths[0].TraceDown != trace || p.Scenario.Paths[0].Rate != 0 || p.Ideal.Rate != 0 {
+		t.Errorf("path a %+v, ideal %+v: want the trace alone", p.Scenario.Paths[0], p.Ideal)
+	}
+	ideal, err := mmtrace.Load(p.Ideal.TraceDown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 s: the trace's 7549 opportunities and b's 2 Mbit/s for 7 of them (1514-byte frames).
+	bRate := 2e6
+	want := 7549 + int(7*bRate/(1514*8)+0.5)
+	if got := ideal.Count(0, 0, 10*time.Second); got < want-2 || got > want+2 {
+		t.Errorf("the ideal link has %d opportunities in the run, want %d", got, want)
+	}
+	if b := d.Capacity["b"]; len(b) != 100 || b[25] != 0 || b[60] < 1.9e6 {
+		t.Errorf("b's capacity series %v", b)
 	}
 }
