@@ -153,7 +153,7 @@ func (p *Plan) addDynamic(s *scenario.Scenario) {
 	if !s.Dynamic() {
 		return
 	}
-	d := &Dynamic{CapacityBin: capacityBin.Seconds(), Capacity: map[string][]float64{}}
+	d := &Dynamic{Steps: []Step{}, CapacityBin: capacityBin.Seconds(), Capacity: map[string][]float64{}}
 	for _, st := range s.Steps() {
 		l := linkOf(st.State)
 		l.TraceDown, l.TraceUp, l.TraceOffset = "", "", 0

@@ -362,7 +362,7 @@ def plot_capacity(ax, summary):
             lw=0.8,
             label=p["name"],
         )
-    for st in dyn.get("steps", []):
+    for st in dyn.get("steps") or []:
         ax.axvline(st["at_s"], color="r", lw=0.5, ls=":")
     ax.set_ylabel("capacity (Mbit/s)")
     ax.set_title(

@@ -228,7 +228,7 @@ def schedule_changes(lab):
             tr = [kv for kv in nodes.link_fields(sw.links[port]) if kv[0].startswith("trace")]
             if tr:
                 later.append((sw, port, tr, 0.0, None))
-    for st in dyn["steps"]:
+    for st in dyn.get("steps") or []:
         for port in (1, 2):
             fields = nodes.link_fields(st["link"], trace=False)
             later.append((sws[st["path"]], port, fields, st["at_s"], st["down"]))
