@@ -17,10 +17,8 @@ scenario's congestion control, and measurements taken the same way for all:
   configurations only);
 - the longest stall: the longest spell of iperf3's receiver intervals (0.1 s each) that
   got no bytes, what a path's outage costs the flow;
-- paths that change (traces, events): before each configuration's flow every link is set
-  back to how the scenario starts it, and its trace and the events are scheduled in the
-  switches from the flow's start (``plait link set --at``), so each configuration meets
-  the same changes at the same times, applied exactly in the links' own time;
+- paths that change (traces, events): the same changes at the same times for every
+  configuration (changes.py);
 - the emulation's own lateness: packets the embedded switches sent more than 1 and 5 ms
   after their time (``plait link show``), which reorders the paths by the machine's load
   rather than by their delays; a run with more of them than the plan's late_warn (a share
@@ -35,6 +33,7 @@ import subprocess
 import threading
 import time
 
+import changes
 import nodes
 import report
 import topos
@@ -177,70 +176,6 @@ def longest_stall(iperf):
         cur = cur + s["seconds"] if s["bytes"] == 0 else 0.0
         longest = max(longest, cur)
     return longest
-
-
-def link_set(lab, sw, port, fields, at=None, down=None):
-    """Starts plait link set on the link a switch emulates on port: fields as
-    nodes.link_fields gives them, at a Unix time (None: now, which cancels the port's
-    scheduled changes), as the controller's election id (it is primary)."""
-    address, lport = sw.link_port(port)
-    cmd = [lab.plait, "link", "set", "--switch", address, "--port", str(lport)]
-    cmd += ["--election-id", str(lab.election_id)]
-    cmd += ["--%s=%s" % (k.replace("_", "-"), v) for k, v in fields]
-    if down is not None:
-        cmd.append("--down=%s" % ("true" if down else "false"))
-    if at is not None:
-        cmd += ["--at", "%.6f" % at]
-    return (
-        subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        ),
-        "%s port %d" % (sw.name, port),
-    )
-
-
-def wait_all(procs):
-    for p, what in procs:
-        _, err = p.communicate(timeout=30)
-        if p.returncode:
-            raise RuntimeError("plait link set on %s: %s" % (what, err.strip()))
-
-
-def schedule_changes(lab):
-    """Sets every emulated link as the scenario starts it, then schedules the traces'
-    starts and the events' steps from a start time t0 a moment ahead; returns t0, or None
-    when no path changes. Both ports of a path's switch (both directions) get each step."""
-    dyn = lab.sc.get("dynamic")
-    if not dyn:
-        return None
-    sws = [lab.net.get("s%d" % k) for k in range(1, len(lab.paths) + 1)]
-    if "ideal" in lab.sc["compare"]:
-        sws.append(lab.net.get(topos.IDEAL_SWITCH))
-    now = [
-        link_set(lab, sw, port, nodes.link_fields(sw.links[port], trace=False), down=False)
-        for sw in sws
-        for port in (1, 2)
-    ]
-    wait_all(now)
-    later = []
-    for sw in sws:
-        for port in (1, 2):
-            tr = [kv for kv in nodes.link_fields(sw.links[port]) if kv[0].startswith("trace")]
-            if tr:
-                later.append((sw, port, tr, 0.0, None))
-    for st in dyn.get("steps") or []:
-        for port in (1, 2):
-            fields = nodes.link_fields(st["link"], trace=False)
-            later.append((sws[st["path"]], port, fields, st["at_s"], st["down"]))
-    # Room for starting every plait link set on a loaded machine.
-    t0 = time.time() + 0.5 + 0.05 * len(later)
-    wait_all([link_set(lab, sw, port, f, t0 + at, down) for sw, port, f, at, down in later])
-    if time.time() >= t0:
-        raise RuntimeError(
-            "scheduling the paths' changes took past their start (%d changes); the machine "
-            "is too loaded" % len(later)
-        )
-    return t0
 
 
 def run_all(lab, say):
@@ -459,7 +394,7 @@ def run_config(lab, config, tag=None):
         )
         watchers[name] = (lab.spawn(proc), f.name)
         f.close()
-    t0 = schedule_changes(lab)
+    t0 = changes.schedule(lab)
     before = snapshot(lab, cpid)
     sampler = Sampler(cpid, intfs)
     sampler.start()
