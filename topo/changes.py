@@ -66,7 +66,7 @@ def schedule(lab):
             fields = nodes.link_fields(st["link"], trace=False)
             later.append((sws[st["path"]], port, fields, st["at_s"], st["down"]))
     # Room for starting every plait link set on a loaded machine.
-    t0 = time.time() + 0.5 + 0.05 * len(later)
+    t0 = time.time() + 1.0 + 0.1 * len(later)
     wait_all([link_set(lab, sw, port, f, t0 + at, down) for sw, port, f, at, down in later])
     if time.time() >= t0:
         raise RuntimeError(
