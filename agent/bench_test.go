@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/internal/nstest"
 )
 
 // iperfGoodput runs one iperf3 TCP flow from h1 to addr and returns the receiver's goodput
@@ -40,12 +43,13 @@ func iperfResult(t testing.TB, out string) (float64, int) {
 	return r.End.SumReceived.BitsPerSecond, r.End.SumSent.Retransmits
 }
 
-// BenchmarkStripedGoodput compares one TCP flow striped over three unshaped veth paths
-// with the same flow over one unstriped veth, offloads set the same way on both (no
-// segmentation or checksum offload, one-segment skbs), in one run; and reports what
-// each program costs per packet in that real traffic. Single and striped flows alternate
-// for five rounds and the medians are compared: on a small machine a flow's goodput
-// varies by tens of percent from one run to the next.
+// BenchmarkStripedGoodput compares one TCP flow striped over three unshaped veth paths,
+// with authentication (every packet tagged and checked) and without, with the same flow
+// over one unstriped veth, offloads set the same way on all (no segmentation or checksum
+// offload, one-segment skbs), in one run; and reports what each program costs per packet
+// in that real traffic. The three alternate for five rounds and the medians are
+// compared: on a small machine a flow's goodput varies by tens of percent from one run to
+// the next.
 func BenchmarkStripedGoodput(b *testing.B) {
 	const rounds = 5
 	for b.Loop() {
@@ -54,18 +58,38 @@ func BenchmarkStripedGoodput(b *testing.B) {
 		// The unstriped baseline gets the tunnel device's GSO limit too.
 		p.h1.Run("ip", "link", "set", "eth1", "gso_max_segs", "1")
 		p.h2.Run("ip", "link", "set", "eth1", "gso_max_segs", "1")
+		auth := func(on bool) {
+			b.Helper()
+			for _, h := range []struct {
+				ns            *nstest.NS
+				a             *Agent
+				local, remote string
+			}{{p.h1, p.a1, "1", "2"}, {p.h2, p.a2, "2", "1"}} {
+				c := tunnelConfig(h.local, h.remote, 3, 1, 1, 1)
+				if !on {
+					c.Auth = &pb.Auth{Disabled: true}
+				}
+				if _, err := run(b, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(context.Background(), c) }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 
 		stats, err := datapath.EnableRunStats()
 		if err != nil {
 			b.Fatal(err)
 		}
-		var single, striped []float64
-		var singleRetx, stripedRetx int
+		var single, striped, plain []float64
+		var singleRetx, stripedRetx, plainRetx int
 		for range rounds {
 			g, r := iperfGoodput(b, p, "10.0.1.2", 10)
 			single, singleRetx = append(single, g), singleRetx+r
+			auth(true)
 			g, r = iperfGoodput(b, p, "10.99.0.2", 10)
 			striped, stripedRetx = append(striped, g), stripedRetx+r
+			auth(false)
+			g, r = iperfGoodput(b, p, "10.99.0.2", 10)
+			plain, plainRetx = append(plain, g), plainRetx+r
 		}
 		snd, _, err := p.a1.dp.RunStats()
 		if err != nil {
@@ -78,12 +102,15 @@ func BenchmarkStripedGoodput(b *testing.B) {
 		stats.Close()
 		b.ReportMetric(median(single)/1e9, "single-Gbit/s")
 		b.ReportMetric(median(striped)/1e9, "striped-Gbit/s")
+		b.ReportMetric(median(plain)/1e9, "striped-noauth-Gbit/s")
 		b.ReportMetric(median(striped)/median(single), "striped/single")
+		b.ReportMetric(median(striped)/median(plain), "auth/noauth")
 		b.ReportMetric(float64(singleRetx)/rounds, "single-retrans/run")
 		b.ReportMetric(float64(stripedRetx)/rounds, "striped-retrans/run")
+		b.ReportMetric(float64(plainRetx)/rounds, "striped-noauth-retrans/run")
 		b.ReportMetric(float64(snd.PerRun().Nanoseconds()), "sender-ns/pkt")
 		b.ReportMetric(float64(rcv.PerRun().Nanoseconds()), "receiver-ns/pkt")
-		b.Logf("single %s Gbit/s; striped %s Gbit/s", gbits(single), gbits(striped))
+		b.Logf("single %s Gbit/s; striped %s Gbit/s; striped without authentication %s Gbit/s", gbits(single), gbits(striped), gbits(plain))
 	}
 }
 
