@@ -177,3 +177,40 @@ func BenchmarkReceiver(b *testing.B) {
 		})
 	}
 }
+
+// What delivering decapsulated packets on the tunnel device costs against the
+// alternatives, in the helpers each needs beyond the receiver's clock read and head move:
+// pass where they arrived (the stack sees them on the path interface: no firewall on the
+// tunnel device, loose reverse-path filtering); redirect the XDP frame into the device's
+// veth peer (what the receiver does); or pass them marked in XDP metadata to a TC ingress
+// program that moves them to the device with bpf_redirect_peer (a second program, and a
+// helper in each). Each figure is the floor program's run time less a bare run's.
+func BenchmarkDeliveryAlternatives(b *testing.B) {
+	frames := make([][]byte, benchPackets)
+	for i := range frames {
+		frames[i] = plaitPacket(b, arrival{seq: uint32(i)}, 0, 0, innerPacket(0, 1400)[14:])
+	}
+	head := asm.Instructions{asm.Mov.Imm(asm.R2, wire.EncapLen), asm.FnXdpAdjustHead.Call()}
+	ctx := asm.Instructions{asm.Mov.Reg(asm.R1, asm.R6)}
+	redirect := asm.Instructions{asm.Mov.Imm(asm.R1, rxIfindex), asm.Mov.Imm(asm.R2, 0), asm.FnRedirect.Call()}
+	meta := asm.Instructions{asm.Mov.Imm(asm.R2, -4), asm.FnXdpAdjustMeta.Call()}
+	peer := asm.Instructions{asm.Mov.Imm(asm.R1, rxIfindex), asm.Mov.Imm(asm.R2, 0), asm.FnRedirectPeer.Call()}
+	cat := func(parts ...asm.Instructions) asm.Instructions {
+		var out asm.Instructions
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	for b.Loop() {
+		xdpBase := perPacket(b, trivial(b, ebpf.XDP, 2), frames)
+		tcBase := perPacket(b, trivial(b, ebpf.SchedCLS, 0), frames)
+		pass := perPacket(b, helperFloor(b, ebpf.XDP, head, 2), frames) - xdpBase
+		redir := perPacket(b, helperFloor(b, ebpf.XDP, cat(head, ctx, redirect), 4), frames) - xdpBase
+		marked := perPacket(b, helperFloor(b, ebpf.XDP, cat(head, ctx, meta), 2), frames) - xdpBase
+		tc := perPacket(b, program(b, ebpf.SchedCLS, cat(peer, asm.Instructions{asm.Return()})), frames) - tcBase
+		b.ReportMetric(float64(pass.Nanoseconds()), "pass-ns/pkt")
+		b.ReportMetric(float64(redir.Nanoseconds()), "xdp-redirect-ns/pkt")
+		b.ReportMetric(float64((marked + tc).Nanoseconds()), "tc-redirect-peer-ns/pkt")
+	}
+}
