@@ -152,10 +152,9 @@ static __always_inline __u32 peer_mismatch(const struct rx_tunnel *t, const stru
 	return RCV_DROP_UNKNOWN_PEER;
 }
 
-/* The path a packet from the tunnel's peer came by, or a drop reason (>= PLAIT_MAX_PATHS
- * is not a path). The header's path id is only a claim: it must name the path whose
- * outer addresses the packet carries, and the packet must have arrived on that path's
- * interface. */
+/* Whether a packet comes from the tunnel's peer; when not, *reason says why. The header's
+ * path id is only a claim: it must name the path whose outer addresses the packet
+ * carries, and the packet must have arrived on that path's interface. */
 static __always_inline __u32 check_peer(const struct rx_tunnel *t, const struct iphdr *ip,
 					 __u32 path_id, __u32 ifindex, __u32 *reason)
 {
