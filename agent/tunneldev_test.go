@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Decapsulated packets arrive on the tunnel device, as with any Linux tunnel: with strict
@@ -27,10 +28,43 @@ func TestDecapsulatedPacketsArriveOnTunnelDevice(t *testing.T) {
 		}
 		return l.Attrs().Statistics.RxPackets
 	}
+	// What tcpdump -i plait0 reads: a packet socket on the device.
+	var tap int
+	err := p.h2.Do(func() error {
+		l, err := linkByName("plait0")
+		if err != nil {
+			return err
+		}
+		const ethPAll = 0x0300 // htons(ETH_P_ALL)
+		if tap, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, ethPAll); err != nil {
+			return err
+		}
+		return unix.Bind(tap, &unix.SockaddrLinklayer{Protocol: ethPAll, Ifindex: l.Attrs().Index})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(tap)
 	before := rx()
 	p.h1.Run("ping", "-c", "10", "-i", "0.01", "-W", "2", "10.99.0.2")
 	if got := rx() - before; got < 10 {
 		t.Errorf("h2's plait0 received %d packets for 10 echo requests", got)
+	}
+	requests := 0
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := unix.Recvfrom(tap, buf, unix.MSG_DONTWAIT)
+		if err != nil {
+			break
+		}
+		// An incoming echo request from h1's tunnel address: ICMP type 8.
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_HOST &&
+			n > 34 && buf[14+9] == 1 && buf[34] == 8 && string(buf[14+12:14+16]) == "\x0a\x63\x00\x01" {
+			requests++
+		}
+	}
+	if requests < 10 {
+		t.Errorf("a packet socket on h2's plait0 saw %d of the 10 echo requests arrive", requests)
 	}
 	if v := strings.TrimSpace(p.h2.Run("sysctl", "-n", "net.ipv4.conf.eth1.rp_filter")); v != "1" {
 		t.Errorf("eth1's rp_filter is %s: the agent loosened it", v)
