@@ -408,3 +408,68 @@ def plot_reorder(plt, out, summary):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "reorder_extent.png"), dpi=100)
     plt.close(fig)
+
+
+def plot_sweep(out):
+    """sweep.png from a sweep's sweep.json (plait lab sweep): for each ratio auto is
+    judged by, every scenario's value in order (an empirical distribution), loss-free
+    scenarios filled and lossy ones hollow, with the target's line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(os.path.join(out, "sweep.json")) as f:
+        sw = json.load(f)
+    rows = sw.get("distribution") or []
+    fig, axes = plt.subplots(
+        1, max(len(rows), 1), figsize=(4 * max(len(rows), 1), 3.8), squeeze=False
+    )
+    for ax, row in zip(axes[0], rows):
+        base = row["ratio"].split("/", 1)[1]
+        pts = []
+        for s in sw["scenarios"]:
+            g = s.get("goodput_bps") or {}
+            if g.get("auto") is not None and g.get(base):
+                pts.append((g["auto"] / g[base], s.get("loss_free", False)))
+        pts.sort()
+        n = len(pts)
+        for i, (v, loss_free) in enumerate(pts):
+            ax.plot(
+                v,
+                (i + 1) / n,
+                "o",
+                color="#4a7ebb",
+                mfc="#4a7ebb" if loss_free else "none",
+                ms=5,
+            )
+        ax.step(
+            [v for v, _ in pts],
+            [(i + 1) / n for i in range(n)],
+            where="post",
+            color="#4a7ebb",
+            lw=0.8,
+        )
+        ax.axvline(row["threshold"], color="k", ls="--", lw=1)
+        ax.set_xlabel(row["ratio"])
+        ax.set_ylim(0, 1.05)
+        ax.set_title(
+            "min %s, p10 %s, median %s\n%s: %d of %d"
+            % (
+                tuple(
+                    "-" if row[k] is None else "%.2f" % row[k]
+                    for k in ("min", "p10", "median")
+                )
+                + (row["target"], row["met"], row["scope"])
+            ),
+            fontsize=7,
+        )
+    axes[0, 0].set_ylabel("share of scenarios at or below")
+    fig.suptitle(
+        "plait lab sweep, seed %d: %d scenarios (filled: loss-free; dashed: target)"
+        % (sw["seed"], len(sw["scenarios"])),
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "sweep.png"), dpi=100)
+    plt.close(fig)

@@ -33,7 +33,7 @@ them in each configuration of the scenario's compare list:
 SCENARIO is a file or the name of a shipped scenario (plait lab ls). The lab needs root,
 Mininet, iperf3 and mptcpize (make deps installs them).`,
 	}
-	cmd.AddCommand(newLabRunCmd(), newLabUpCmd(), newLabLsCmd(), newLabCleanCmd())
+	cmd.AddCommand(newLabRunCmd(), newLabSweepCmd(), newLabUpCmd(), newLabLsCmd(), newLabCleanCmd())
 	return cmd
 }
 
