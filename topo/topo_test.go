@@ -10,7 +10,7 @@ import (
 
 // Every shipped scenario is valid, compares all six configurations and is found by name.
 func TestShippedScenarios(t *testing.T) {
-	want := []string{"a1", "a2", "default", "k1", "k2", "lte-2", "outage", "s1-2", "s1-3", "s1-4", "s1-5", "s1-6", "s1-7", "s1-8", "wifi-lte"}
+	want := []string{"a1", "a2", "bbr-4flows", "default", "fat-thin", "k1", "k2", "lte-2", "lte-4", "outage", "s1-2", "s1-3", "s1-4", "s1-5", "s1-6", "s1-7", "s1-8", "wifi-lte", "wifi-lte-jitter"}
 	got := Scenarios()
 	if len(got) != len(want) {
 		t.Fatalf("scenarios %v, want %v", got, want)
