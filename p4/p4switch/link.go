@@ -76,6 +76,7 @@ type LinkStats struct {
 	Late1ms, Late5ms                 uint64
 	LateMax                          time.Duration
 	ChangesRefused                   uint64 // scheduled changes invalid at their time
+	LossBursts                       uint64 // runs of loss drops in a row: LossDrops/LossBursts is the mean burst
 }
 
 // link emulates one egress port's link. Packets wait in serq for the transmitter, which
@@ -96,6 +97,7 @@ type link struct {
 	seq         uint64
 	rng         *rand.Rand
 	geBad       bool
+	lastLost    bool // whether loss took the last packet that met it
 	stats       LinkStats
 	trace       traceState   // where the link is in its trace (linktrace.go)
 	changes     []linkChange // scheduled, in time order
@@ -190,7 +192,11 @@ func (l *link) advance(now int64) {
 			l.free(pk)
 			continue
 		}
-		if l.lose() {
+		lost := l.lose()
+		if lost && !l.lastLost {
+			l.stats.LossBursts++
+		}
+		if l.lastLost = lost; lost {
 			l.stats.LossDrops++
 			l.free(pk)
 			continue

@@ -154,7 +154,7 @@ func (s *Switch) GetLinks(_ context.Context, r *plaitv1.GetLinksRequest) (*plait
 				TxPackets: pi.Stats.TxPackets, TxBytes: pi.Stats.TxBytes, QueueDrops: pi.Stats.QueueDrops,
 				LossDrops: pi.Stats.LossDrops, DownDrops: pi.Stats.DownDrops, QueueDepth: uint32(pi.Stats.QueueDepth),
 				LateOverOneMs: pi.Stats.Late1ms, LateOverFiveMs: pi.Stats.Late5ms, LateMaxUs: uint32(pi.Stats.LateMax.Microseconds()),
-				ChangesRefused: pi.Stats.ChangesRefused,
+				ChangesRefused: pi.Stats.ChangesRefused, LossBursts: pi.Stats.LossBursts,
 			},
 		})
 	}

@@ -274,3 +274,49 @@ func TestGilbertElliottBursts(t *testing.T) {
 		t.Errorf("mean burst %.2f packets, want %.1f", mean, burst)
 	}
 }
+
+// Under real TCP flows, a Gilbert–Elliott link's own loss decisions have the chain's
+// mean loss and mean burst length: the link counts the packets that met its loss, those
+// it dropped and the runs of drops in a row.
+func TestGilbertElliottUnderTCP(t *testing.T) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("needs iperf3 (make deps installs it)")
+	}
+	l := newLab(t)
+	r := l.wire(t)
+	const loss, burst = 0.05, 4.0
+	ge := &p4switch.GilbertElliott{PGoodToBad: loss / burst / (1 - loss), PBadToGood: 1 / burst, LossBad: 1}
+	if err := r.sw.SetLinkParams(2, p4switch.LinkParams{GE: ge, Delay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sw.SetLinkParams(1, p4switch.LinkParams{Delay: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	before := r.sw.Ports()[1].Stats
+	l.b.Start("iperf3", "-s", "-1", "-B", addrB, "-p", "5501")
+	time.Sleep(300 * time.Millisecond)
+	cmd, out := l.a.Start("iperf3", "-c", addrB, "-p", "5501", "-t", "8", "-P", "4", "-C", "cubic")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, out())
+	}
+	time.Sleep(100 * time.Millisecond) // the last packets delivered
+	after := r.sw.Ports()[1].Stats
+	lost := float64(after.LossDrops - before.LossDrops)
+	met := lost + float64(after.TxPackets-before.TxPackets)
+	bursts := float64(after.LossBursts - before.LossBursts)
+	if met < 20000 || bursts < 100 {
+		t.Fatalf("only %.0f packets met the loss (%.0f bursts): too few to measure\n%s", met, bursts, out())
+	}
+	rate, mean := lost/met, lost/bursts
+	// Standard errors from the counts: bursts start at random, their lengths are
+	// geometric (variance (1-r)/r² = 12), so the lost count's variance is about
+	// bursts·(12 + 4²); four of them.
+	sdRate, sdMean := math.Sqrt(bursts*(12+burst*burst))/met, math.Sqrt(12/bursts)
+	t.Logf("%.0f packets met the loss: %.4f lost (want %.2f ± %.4f), %.0f bursts of mean %.2f (want %.1f ± %.2f)", met, rate, loss, 4*sdRate, bursts, mean, burst, 4*sdMean)
+	if math.Abs(rate-loss) > 4*sdRate {
+		t.Errorf("loss rate %.4f, want %.2f ± %.4f", rate, loss, 4*sdRate)
+	}
+	if math.Abs(mean-burst) > 4*sdMean {
+		t.Errorf("mean burst %.2f packets, want %.1f ± %.2f", mean, burst, 4*sdMean)
+	}
+}

@@ -357,6 +357,7 @@ type LinkStats struct {
 	LateOverFiveMs uint64 `protobuf:"varint,8,opt,name=late_over_five_ms,json=lateOverFiveMs,proto3" json:"late_over_five_ms,omitempty"`
 	LateMaxUs      uint32 `protobuf:"varint,9,opt,name=late_max_us,json=lateMaxUs,proto3" json:"late_max_us,omitempty"`
 	ChangesRefused uint64 `protobuf:"varint,10,opt,name=changes_refused,json=changesRefused,proto3" json:"changes_refused,omitempty"` // scheduled changes that were invalid at their time
+	LossBursts     uint64 `protobuf:"varint,11,opt,name=loss_bursts,json=lossBursts,proto3" json:"loss_bursts,omitempty"`             // runs of loss drops in a row (loss_drops / loss_bursts: the mean burst)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -457,6 +458,13 @@ func (x *LinkStats) GetLateMaxUs() uint32 {
 func (x *LinkStats) GetChangesRefused() uint64 {
 	if x != nil {
 		return x.ChangesRefused
+	}
+	return 0
+}
+
+func (x *LinkStats) GetLossBursts() uint64 {
+	if x != nil {
+		return x.LossBursts
 	}
 	return 0
 }
@@ -662,7 +670,7 @@ const file_link_proto_rawDesc = "" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12,\n" +
 	"\x06params\x18\x02 \x01(\v2\x14.plait.v1.LinkParamsR\x06params\x12 \n" +
 	"\fat_unix_nano\x18\x03 \x01(\x03R\n" +
-	"atUnixNano\"\xe2\x02\n" +
+	"atUnixNano\"\x83\x03\n" +
 	"\tLinkStats\x12\x1d\n" +
 	"\n" +
 	"tx_packets\x18\x01 \x01(\x04R\ttxPackets\x12\x19\n" +
@@ -679,7 +687,9 @@ const file_link_proto_rawDesc = "" +
 	"\x11late_over_five_ms\x18\b \x01(\x04R\x0elateOverFiveMs\x12\x1e\n" +
 	"\vlate_max_us\x18\t \x01(\rR\tlateMaxUs\x12'\n" +
 	"\x0fchanges_refused\x18\n" +
-	" \x01(\x04R\x0echangesRefused\"\x91\x01\n" +
+	" \x01(\x04R\x0echangesRefused\x12\x1f\n" +
+	"\vloss_bursts\x18\v \x01(\x04R\n" +
+	"lossBursts\"\x91\x01\n" +
 	"\x04Link\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\rR\x04port\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12,\n" +
