@@ -79,6 +79,7 @@ type optimizer struct {
 	signalQ      float64   // the paths' mean queue at the last one, µs
 	lastQueue    float64   // the paths' mean queue at the previous decision, µs
 	starting     bool      // no flow has filled the split since the direction was idle
+	solo         solo      // the single-path guard (see guardSingle)
 	startAt      time.Time // the first busy decision of that flow
 	startSigs    int       // signals given before it
 	trigger      *pb.SignalTrigger
@@ -97,7 +98,7 @@ type optimizer struct {
 // burst of spurious retransmissions and seconds of slow cubic growth; a light flow merely
 // spends its first seconds striped.
 func newOptimizer(n int, now time.Time) *optimizer {
-	return &optimizer{corr: make([]float64, n), starved: make([]int, n), unknownSince: make([]time.Time, n), bulk: true, starting: true}
+	return &optimizer{corr: make([]float64, n), starved: make([]int, n), unknownSince: make([]time.Time, n), bulk: true, starting: true, solo: newSolo()}
 }
 
 // decide chooses the split for the next interval. override is "auto" or a fixed mode;

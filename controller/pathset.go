@@ -115,6 +115,21 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 	for _, j := range choice.Paths {
 		best[live[j]] = true
 	}
+	if mode == model.WRR {
+		alone, again := o.guardSingle(now, ests, best, live, ps, tcp)
+		if alone >= 0 {
+			set := make([]bool, len(ests))
+			set[alone] = true
+			if !slices.Equal(set, o.set) {
+				o.set, o.setLive, o.setMode, o.setSince = set, liveMask, mode, now
+			}
+			o.predict, o.reason = 0, o.solo.reason
+			return weights()
+		}
+		if again {
+			o.set = nil // striping again: the model's set is adopted afresh
+		}
+	}
 	// Paths dying or coming back, and a change of mode, are news rather than a change of
 	// mind: decide afresh at once. Otherwise the model must promise enough to move.
 	cur := o.set
