@@ -295,7 +295,9 @@ func TestGilbertElliottUnderTCP(t *testing.T) {
 	before := r.sw.Ports()[1].Stats
 	l.b.Start("iperf3", "-s", "-1", "-B", addrB, "-p", "5501")
 	time.Sleep(300 * time.Millisecond)
-	cmd, out := l.a.Start("iperf3", "-c", addrB, "-p", "5501", "-t", "8", "-P", "4", "-C", "cubic")
+	// A fixed amount (25,000 full-sized packets), not a fixed time: how fast the flows
+	// go under 5 % loss depends on the machine's load, the statistics on the count.
+	cmd, out := l.a.Start("iperf3", "-c", addrB, "-p", "5501", "-n", "36M", "-P", "4", "-C", "cubic")
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("iperf3: %v\n%s", err, out())
 	}
