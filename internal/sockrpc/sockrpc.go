@@ -11,8 +11,8 @@ package sockrpc
 import (
 	"context"
 	"fmt"
-	"net"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -30,7 +30,7 @@ type Endpoint struct {
 	Address string // the socket's path, or HOST:PORT
 }
 
-// ParseEndpoint reads unix:PATH, a path (anything with a slash and no port), or
+// ParseEndpoint reads unix:PATH, a path (starting with / or ., or ending in .sock), or
 // HOST:PORT.
 func ParseEndpoint(s string) (Endpoint, error) {
 	switch {
@@ -40,7 +40,7 @@ func ParseEndpoint(s string) (Endpoint, error) {
 			return Endpoint{}, fmt.Errorf("%q names no socket: give unix:PATH", s)
 		}
 		return Endpoint{Unix: true, Address: p}, nil
-	case strings.HasPrefix(s, "/") || strings.HasPrefix(s, "."):
+	case strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".sock"):
 		return Endpoint{Unix: true, Address: s}, nil
 	}
 	if _, port, err := net.SplitHostPort(s); err != nil || port == "" {

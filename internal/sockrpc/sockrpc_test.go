@@ -50,6 +50,7 @@ func TestParseEndpoint(t *testing.T) {
 	for in, want := range map[string]Endpoint{
 		"unix:/run/a.sock": {Unix: true, Address: "/run/a.sock"},
 		"/run/a.sock":      {Unix: true, Address: "/run/a.sock"},
+		"a.sock":           {Unix: true, Address: "a.sock"},
 		"10.0.0.1:9559":    {Address: "10.0.0.1:9559"},
 		"[::1]:9559":       {Address: "[::1]:9559"},
 	} {

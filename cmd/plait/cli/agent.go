@@ -40,7 +40,11 @@ without interrupting it; a second agent refuses to start on a live socket.`,
 			}
 			// The addresses first: a second agent stops here, before it takes over the
 			// running datapath.
-			ls := []sockrpc.Listener{{Endpoint: sockrpc.Endpoint{Unix: true, Address: socket}, Group: group}}
+			se, err := sockrpc.ParseEndpoint(socket)
+			if err != nil || !se.Unix {
+				return usagef(cmd, "--socket %q: give a path or unix:PATH (TCP goes in --listen)", socket)
+			}
+			ls := []sockrpc.Listener{{Endpoint: se, Group: group}}
 			if listen != "" {
 				e, err := sockrpc.ParseEndpoint(listen)
 				if err != nil || e.Unix {
