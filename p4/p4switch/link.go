@@ -157,11 +157,25 @@ func (l *link) enqueue(pk *packet, now int64) {
 	}
 	l.mu.Unlock()
 	if wake {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		l.kick()
 	}
+}
+
+// kick wakes the port's transmit goroutine from its timer, without waiting: a change or
+// an arrival brought its next departure forward. The caller disarmed it under l.mu.
+func (l *link) kick() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// disarm disarms the transmit goroutine's timer (l.mu held) and says whether it was armed,
+// so that the caller kicks it once l.mu is released.
+func (l *link) disarm() bool {
+	wake := l.armed != 0
+	l.armed = 0
+	return wake
 }
 
 // advance starts the serialisation of every queued packet whose turn came by now.

@@ -129,14 +129,10 @@ func (s *Switch) ScheduleLinkChange(port uint16, at int64, apply func(LinkParams
 	l.mu.Lock()
 	l.schedule(linkChange{at: at, apply: apply})
 	l.advance(max(l.clock, s.now())) // packets due before a change in the past go first
-	wake := l.armed != 0
-	l.armed = 0
+	wake := l.disarm()
 	l.mu.Unlock()
 	if wake {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		l.kick()
 	}
 	return nil
 }

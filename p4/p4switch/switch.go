@@ -504,14 +504,10 @@ func (s *Switch) SetLinkParams(port uint16, p LinkParams) error {
 	l.mu.Lock()
 	l.setAt(p, s.now())
 	l.changes = nil // a change now overrides the scheduled ones
-	wake := l.armed != 0
-	l.armed = 0
+	wake := l.disarm()
 	l.mu.Unlock()
 	if wake {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		l.kick()
 	}
 	return nil
 }
