@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +82,23 @@ func printStats(cmd *cobra.Command, st *pb.Stats) error {
 			return err
 		}
 	}
+	printDrops(w, "sender", st.Sender)
+	printDrops(w, "receiver", st.Receiver)
 	return nil
+}
+
+// printDrops lists a program's drop counters that are not zero, by reason: refused
+// packets (an unknown peer, a bad tag, a replay) show here, not only in --json.
+func printDrops(w io.Writer, prog string, verdicts map[string]uint64) {
+	var reasons []string
+	for _, name := range slices.Sorted(maps.Keys(verdicts)) {
+		if n := verdicts[name]; n > 0 && strings.HasPrefix(name, "drop_") {
+			reasons = append(reasons, fmt.Sprintf("%s %d", strings.TrimPrefix(name, "drop_"), n))
+		}
+	}
+	if len(reasons) > 0 {
+		fmt.Fprintf(w, "%s dropped, since the datapath was loaded: %s\n", prog, strings.Join(reasons, ", "))
+	}
 }
 
 func printTunnelStats(w io.Writer, t *pb.TunnelStats) error {
