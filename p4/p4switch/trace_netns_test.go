@@ -295,9 +295,11 @@ func TestGilbertElliottUnderTCP(t *testing.T) {
 	before := r.sw.Ports()[1].Stats
 	l.b.Start("iperf3", "-s", "-1", "-B", addrB, "-p", "5501")
 	time.Sleep(300 * time.Millisecond)
-	// A fixed amount (25,000 full-sized packets), not a fixed time: how fast the flows
-	// go under 5 % loss depends on the machine's load, the statistics on the count.
-	cmd, out := l.a.Start("iperf3", "-c", addrB, "-p", "5501", "-n", "36M", "-P", "4", "-C", "cubic")
+	// A fixed time, not a fixed amount: the chain moves per packet, so a burst that
+	// catches every flow in its retransmission timeout lasts until the flows' backed-off
+	// timers send again, and a fixed amount took minutes on a busy machine. Eight flows
+	// keep packets coming; the margins below come from the counts actually seen.
+	cmd, out := l.a.Start("iperf3", "-c", addrB, "-p", "5501", "-t", "12", "-P", "8", "-C", "cubic")
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("iperf3: %v\n%s", err, out())
 	}
@@ -306,7 +308,7 @@ func TestGilbertElliottUnderTCP(t *testing.T) {
 	lost := float64(after.LossDrops - before.LossDrops)
 	met := lost + float64(after.TxPackets-before.TxPackets)
 	bursts := float64(after.LossBursts - before.LossBursts)
-	if met < 20000 || bursts < 100 {
+	if met < 3000 || bursts < 30 {
 		t.Fatalf("only %.0f packets met the loss (%.0f bursts): too few to measure\n%s", met, bursts, out())
 	}
 	rate, mean := lost/met, lost/bursts
