@@ -97,18 +97,24 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 	start := time.Now()
 
 	// Starting from equal weights, the weights reach the capacity ratio 5:2:7 ±10 %.
-	var converged time.Duration
-	for time.Since(start) < 6*time.Second {
-		if d := forward(t, ctl); within(weights(d), []float64{5, 2, 7}, 0.10) {
+	var converged, flowing time.Duration
+	for time.Since(start) < 8*time.Second {
+		d := forward(t, ctl)
+		if flowing == 0 && d.GoodputBps > 0 {
+			flowing = time.Since(start)
+		}
+		if within(weights(d), []float64{5, 2, 7}, 0.10) {
 			converged = time.Since(start)
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	d := forward(t, ctl)
-	t.Logf("converged after %v: weights %.3f, %s", converged, weights(d), d.Reason)
-	if converged == 0 || converged > 3*time.Second {
-		t.Errorf("weights %.3f did not reach 5:2:7 ±10%% within 3 s (took %v)", weights(d), converged)
+	t.Logf("flowing after %v converged after %v: weights %.3f, %s", flowing, converged, weights(d), d.Reason)
+	// Timed from the first delivery the controller saw, not from iperf3's start: a busy
+	// machine delays the flow's handshake (a lost SYN waits 1 s), not the controller.
+	if converged == 0 || converged-flowing > 3*time.Second {
+		t.Errorf("weights %.3f did not reach 5:2:7 ±10%% within 3 s of the first delivery (flowing after %v, converged after %v)", weights(d), flowing, converged)
 	}
 
 	// Raising path b's delay by 50 ms is answered within 1 s: the controller's estimate of
