@@ -89,15 +89,47 @@ static __always_inline int is_plait_port(__be16 port)
 	       p->port[3] == port;
 }
 
+/* The Ethernet header as the receiver moves it. struct ethhdr is packed, so copied whole
+ * it moves a byte at a time, and words read back from bytes just stored one by one stall
+ * store forwarding: about 10 ns a packet here. In these fields (each MAC split 4 + 2) every
+ * copy is one load and one store a field; eth_get and eth_put never touch bytes 14-15. */
+struct eth_words {
+	__u32 dst_hi; /* h_dest[0..3] */
+	__u16 dst_lo; /* h_dest[4..5] */
+	__u16 src_hi; /* h_source[0..1] */
+	__u32 src_lo; /* h_source[2..5] */
+	__be16 proto;
+};
+
+static __always_inline void eth_get(struct eth_words *w, const void *eth)
+{
+	w->dst_hi = *(const __u32 *)eth;
+	w->dst_lo = *(const __u16 *)(eth + 4);
+	w->src_hi = *(const __u16 *)(eth + 6);
+	w->src_lo = *(const __u32 *)(eth + 8);
+	w->proto = *(const __be16 *)(eth + 12);
+}
+
+static __always_inline void eth_put(void *eth, const struct eth_words *w)
+{
+	*(__u32 *)eth = w->dst_hi;
+	*(__u16 *)(eth + 4) = w->dst_lo;
+	*(__u16 *)(eth + 6) = w->src_hi;
+	*(__u32 *)(eth + 8) = w->src_lo;
+	*(__be16 *)(eth + 12) = w->proto;
+}
+
 /* Decapsulated packets arrive on the tunnel device, as with any Linux tunnel: sent into
  * the device's veth peer, they are received on the device, where tcpdump and the firewall
  * see them and the route back to their source leads. deliver_to addresses the frame to
  * the device, delivered is the verdict that sends it there. Without a device
  * (receive-only tunnels: the interface is the tunnel's) they pass where they came. */
-static __always_inline void deliver_to(struct ethhdr *eth, const struct rx_tunnel *t)
+static __always_inline void deliver_to(struct eth_words *eth, const struct rx_tunnel *t)
 {
-	if (t->dev_ifindex)
-		__builtin_memcpy(eth->h_dest, t->dev_mac, ETH_ALEN);
+	if (t->dev_ifindex) {
+		eth->dst_hi = *(const __u32 *)t->dev_mac;
+		eth->dst_lo = *(const __u16 *)&t->dev_mac[4];
+	}
 }
 
 static __always_inline int delivered(const struct rx_tunnel *t)
@@ -110,7 +142,8 @@ static __always_inline int delivered(const struct rx_tunnel *t)
 static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
 					   const struct rx_tunnel *t, __u32 added)
 {
-	struct ethhdr e = *eth;
+	struct eth_words e;
+	eth_get(&e, eth);
 	struct iphdr h = *ip;
 	if (bpf_xdp_adjust_head(ctx, added))
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
@@ -134,7 +167,7 @@ static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *et
 	sum = (sum & 0xffff) + (sum >> 16);
 	h.check = ~sum;
 	deliver_to(&e, t);
-	__builtin_memcpy(eth, &e, sizeof(e));
+	eth_put(eth, &e);
 	__builtin_memcpy(ip, &h, sizeof(h));
 	return delivered(t);
 }
@@ -326,7 +359,8 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if (compact)
 		return restore_compact(ctx, eth, ip, t, inner_start - (void *)(ip + 1));
 	/* Move the Ethernet header forward over the outer headers. */
-	struct ethhdr outer = *eth;
+	struct eth_words outer;
+	eth_get(&outer, eth);
 	deliver_to(&outer, t);
 	if (bpf_xdp_adjust_head(ctx, inner_start - data - sizeof(struct ethhdr)))
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
@@ -335,7 +369,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	eth = data;
 	if ((void *)(eth + 1) > end)
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
-	__builtin_memcpy(eth, &outer, sizeof(outer));
+	eth_put(eth, &outer);
 	return delivered(t);
 }
 

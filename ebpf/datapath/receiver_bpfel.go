@@ -56,6 +56,7 @@ type receiverRxShared struct {
 	Arrivals uint32
 	Resyncs  uint32
 	Recent   [4]uint32
+	_        [32]byte
 	Paths    [8]struct {
 		_       structs.HostLayout
 		Started uint32
@@ -88,13 +89,13 @@ type receiverRxShared struct {
 	ReplayTop uint32
 	Pad       uint32
 	Replay    [128]uint64
+	_         [56]byte
 }
 
 type receiverRxStats struct {
 	_      structs.HostLayout
 	Tunnel struct {
 		_              structs.HostLayout
-		Received       uint64
 		Reordered      uint64
 		InterPath      uint64
 		IntraPath      uint64
@@ -106,32 +107,34 @@ type receiverRxStats struct {
 		LateNsMax      [2]uint64
 		ExtentHist     [16]uint64
 	}
+	_     [48]byte
 	Paths [8]struct {
 		_             structs.HostLayout
 		Packets       uint64
 		Bytes         uint64
-		Probes        uint64
-		Late          uint64
-		Dups          uint64
 		OwdSumNs      int64
 		OwdCnt        uint64
 		OwdEwmaNs     int64
 		LastOwdNs     int64
 		JitterNs      uint64
+		LastRxNs      uint64
 		MinEpoch      [2]uint32
 		OwdMinNs      [2]int32
 		DispBytes     uint64
 		DispNs        uint64
 		DispSamples   uint64
+		DelayOutliers uint32
+		Hops          uint32
+		Probes        uint64
+		Late          uint64
+		Dups          uint64
 		TelPackets    uint64
 		QueueUsSum    uint64
 		QdepthEpoch   [2]uint32
 		QdepthMax     [2]uint32
-		Hops          uint32
-		DelayOutliers uint32
-		LastRxNs      uint64
 		Held          uint64
 		DelayHeld     uint64
+		_             [8]byte
 	}
 }
 

@@ -366,7 +366,6 @@ func (d *Datapath) ReadReceiver(slot, epoch uint32) (RxTunnel, error) {
 	k := epoch & 1
 	for _, cpu := range per {
 		t := &cpu.Tunnel
-		out.Received += t.Received
 		out.Reordered += t.Reordered
 		out.InterPath += t.InterPath
 		out.IntraPath += t.IntraPath
@@ -389,6 +388,7 @@ func (d *Datapath) ReadReceiver(slot, epoch uint32) (RxTunnel, error) {
 		for _, cpu := range per {
 			c := &cpu.Paths[p]
 			o.Packets += c.Packets
+			out.Received += c.Packets
 			o.Bytes += c.Bytes
 			o.Probes += c.Probes
 			o.Late += c.Late

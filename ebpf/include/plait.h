@@ -42,6 +42,10 @@
 #define PLAIT_F_COMPACT 0x4   /* a TCP segment follows, its IPv4 header is the outer one */
 #define PLAIT_F_AUTH 0x8      /* a tag follows the header (and telemetry) */
 
+/* Every field lies at a multiple of its size, so the structs need no packing: unpacked,
+ * the programs read and write each field in one load or store rather than byte by byte
+ * (the header sits 2 bytes off a word boundary in the frame, which the kernel allows for
+ * packet data on the architectures the programs are built for). */
 struct plait_hdr {
 	__u8 ver_flags;   /* version in the high nibble (PLAIT_VERSION), PLAIT_F_* flags in the low */
 	__u8 path_id;     /* index of the path in the sender's path table, < PLAIT_MAX_PATHS */
@@ -49,7 +53,7 @@ struct plait_hdr {
 	__be32 seq;       /* tunnel-wide packet sequence: gaps here are reordering or loss */
 	__be32 path_seq;  /* per-path sequence: a gap here is a loss on that path */
 	__be32 tx_ns;     /* low 32 bits of the sender's monotonic clock (ns) at send time */
-} __attribute__((packed));
+};
 
 /* Stamped by P4 switches on the way; only present when the sender or split switch asks. */
 struct plait_tel {
@@ -57,7 +61,7 @@ struct plait_tel {
 	__be16 max_qdepth; /* deepest queue seen on the way, packets */
 	__u8 hops;         /* switches that stamped this block */
 	__u8 reserved;     /* zero */
-} __attribute__((packed));
+};
 
 #define PLAIT_MAX_PATHS 8
 

@@ -87,12 +87,14 @@ struct rx_tunnel {
 	__be32 self;     /* our tunnel address: never an inner source */
 	__u32 dev_ifindex; /* the tunnel device's veth peer, where decapsulated packets go to
 			    * arrive on the device (0: they pass on the path interface) ... */
-	__u8 dev_mac[6];   /* ... addressed to the device */
+	__u8 dev_mac[6];   /* ... addressed to the device (4-aligned: read as words) */
 	__u16 pad;
 	struct rx_path paths[PLAIT_MAX_PATHS]; /* by path id; RX_F_ANY_PEER: [0].ifindex only */
 	struct rx_prefix allowed[RX_ALLOWED];  /* inner sources the peer may send from */
 	struct plait_key keys[2];
 };
+
+_Static_assert(__builtin_offsetof(struct rx_tunnel, dev_mac) % 4 == 0, "dev_mac is read as words");
 
 /* The previous arrival of a sequence, for packet pairs. */
 struct pair_state {
@@ -127,43 +129,46 @@ struct rx_shared {
 	__u32 arrivals; /* next arrival index */
 	__u32 resyncs;
 	__u32 recent[4]; /* seqs of the last arrivals, by arrival index & 3 */
-	struct rx_path_shared paths[PLAIT_MAX_PATHS];
+	struct rx_path_shared paths[PLAIT_MAX_PATHS] __attribute__((aligned(64))); /* a line each */
 	struct gap_slot gaps[GAP_RING];
 	__u32 replay_top; /* RX_F_AUTH: highest seq taken ... */
 	__u32 pad;
 	__u64 replay[REPLAY_WORDS]; /* ... and which seqs behind it were (bit seq % 8192) */
 };
 
+/* Per CPU and path. The fields every in-order data packet updates come first, in one
+ * cache line: a packet's cost is mostly the lines it touches. */
 struct rx_path_stats {
 	__u64 packets;
 	__u64 bytes;
-	__u64 probes;
-	__u64 late;       /* behind a higher path_seq of the same path */
-	__u64 dups;
 	__s64 owd_sum_ns;
 	__u64 owd_cnt;
 	__s64 owd_ewma_ns;
 	__s64 last_owd_ns;
 	__u64 jitter_ns;  /* RFC 3550, gain 1/16 */
+	__u64 last_rx_ns;
 	__u32 min_epoch[2];
 	__s32 owd_min_ns[2];
 	__u64 disp_bytes; /* packet pairs: bytes of the second packet ... */
 	__u64 disp_ns;    /* ... over its arrival gap */
 	__u64 disp_samples;
+	__u32 delay_outliers; /* delay samples in a row outside DELAY_WINDOW_NS */
+	__u32 hops;
+	__u64 probes;
+	__u64 late;       /* behind a higher path_seq of the same path */
+	__u64 dups;
 	__u64 tel_packets;
 	__u64 queue_us_sum;
 	__u32 qdepth_epoch[2];
 	__u32 qdepth_max[2];
-	__u32 hops;
-	__u32 delay_outliers; /* delay samples in a row outside DELAY_WINDOW_NS */
-	__u64 last_rx_ns;
 	__u64 held;       /* packets whose seq or path_seq jump was not believed: passed on,
 			   * not measured */
 	__u64 delay_held; /* delay samples not used (outside DELAY_WINDOW_NS) */
-};
+} __attribute__((aligned(64)));
 
+/* Data packets received are the paths' packets summed: an in-order packet touches no
+ * line of this. */
 struct rx_tunnel_stats {
-	__u64 received;
 	__u64 reordered;
 	__u64 inter_path;
 	__u64 intra_path;
