@@ -33,7 +33,8 @@ type Controller struct {
 	agents   map[string]*agentConn
 	switches map[string]*switchConn
 	dirs     []*direction
-	trace    *tracer // nil unless WithTrace
+	adopted  map[*direction]time.Time // directions holding the split they adopted, since (adopt.go)
+	trace    *tracer                  // nil unless WithTrace
 }
 
 type options struct {
@@ -67,7 +68,7 @@ func New(n *Network, opts ...Option) (*Controller, error) {
 		f(&o)
 	}
 	c := &Controller{net: n, opts: o, start: time.Now(), kick: make(chan struct{}, 1),
-		agents: map[string]*agentConn{}, switches: map[string]*switchConn{}}
+		agents: map[string]*agentConn{}, switches: map[string]*switchConn{}, adopted: map[*direction]time.Time{}}
 	if o.trace != nil {
 		c.trace = newTracer(o.trace, c.start)
 	}
@@ -161,19 +162,19 @@ func (c *Controller) step(ctx context.Context, full bool) {
 		if len(d.ests) == 0 || !c.senderReady(d) {
 			continue
 		}
+		if !d.pushed && d.split != nil {
+			if shares := d.split.sw.liveShares(d.split.split); shares != nil {
+				c.adoptSplit(d, shares, now)
+			}
+		}
 		want := d.current
-		if w, ok := wants[d]; ok {
+		if w, ok := wants[d]; ok && !c.holding(d, now) {
 			want = w
 		} else if !d.pushed {
 			want = d.decide(now, c.opts.tcp)
 		} else {
 			// Between intervals only liveness changes: take dead paths out now.
-			want = cloneTarget(d.current)
-			for i, e := range d.ests {
-				if i < len(want.up) {
-					want.up[i] = e.est.Alive
-				}
-			}
+			want = livenessOnly(d)
 		}
 		if want.up == nil || (d.pushed && want.equal(d.current)) {
 			continue
@@ -414,9 +415,9 @@ func (c *Controller) followAgent(ctx context.Context, a *agentConn) error {
 					names[i] = p.Config.Name
 				}
 				d.setPaths(names, now)
-				d.pushed = false
-				// Adopt what the agent decided while the controller was away: a path it
-				// took out stays out until the estimates show it delivering again.
+				c.adoptAgent(d, t, now)
+				// A path the agent took out while the controller was away stays out until
+				// the estimates show it delivering again.
 				for i, p := range t.Paths {
 					if !p.Up && d.ests[i].est.RxPackets == 0 {
 						d.ests[i].est.Alive = false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,32 @@ func deployed(t *testing.T) (*labnet.Lab, pb.ControllerClient, func()) {
 		}
 		return len(st.Agents) == 2
 	})
+	waitCarry(t, lab)
 	return lab, ctl, stop
+}
+
+// waitCarry waits until both agents can send on every path (their next hops resolved),
+// so that a test's flow starts on a tunnel that carries it: a SYN or SYN-ACK sent before
+// is lost, and TCP retries it only 1 s, then 3 s, later.
+func waitCarry(t *testing.T, lab *labnet.Lab) {
+	t.Helper()
+	for _, sock := range []string{lab.Sock1, lab.Sock2} {
+		ag, conn, err := agent.Dial(sock, sockrpc.TLS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var l *pb.ListTunnelsResponse
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if l, err = ag.ListTunnels(context.Background(), &pb.Empty{}); err == nil && len(l.Tunnels) == 1 && !slices.ContainsFunc(l.Tunnels[0].Paths,
+				func(p *pb.PathState) bool { return p.Pending != "" || !p.Up }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the tunnel cannot carry on every path after 5 s: %v %v", sock, l, err)
+			}
+		}
+	}
 }
 
 func waitStatus(t *testing.T, ctl pb.ControllerClient, d time.Duration, what string, ok func(*pb.StatusResponse) bool) *pb.StatusResponse {
@@ -61,57 +87,69 @@ func waitStatus(t *testing.T, ctl pb.ControllerClient, d time.Duration, what str
 	}
 }
 
-// maxStall is the longest stall the fault tests accept. The target is 1 s, which a quiet
-// machine meets (0.2-0.8 s a run); on a busy 2-core machine TCP's retransmission timer
-// backs off (200, 400, 800 ms) and single runs stalled 1.1-1.4 s. A fault the mechanisms
-// do not handle (a dead path left in the split, a wiped switch) stalls a flow for
-// several such timeouts in a row, well past this.
-const maxStall = 2 * time.Second
+// maxStall is the longest stall the fault tests accept, the issue's target. Measured on
+// the receiver (see flow), faults the mechanisms handle stall a flow 0-0.7 s: a restarted
+// controller adopts the split it finds (adopt.go) and a dead path is out within 300 ms,
+// after which TCP's retransmission timer (200 ms and up) repairs what it lost. A fault
+// they do not handle (a dead path left in the split, a split rewritten from scratch, a
+// wiped switch) stalls a flow for several such timeouts in a row.
+const maxStall = time.Second
 
 // flow is a TCP flow h1 -> h2 through the tunnel; wait returns its longest stall: the
-// longest run of 100 ms intervals in which it delivered nothing.
+// longest run of 100 ms intervals in which the receiving application got nothing. The
+// receiver's side is the one that counts: the sender's writes go into a socket buffer
+// that holds a second of the flow, and a 128 KB write at these rates takes 0.2-0.5 s,
+// so the sender shows empty intervals while the flow delivers steadily.
 func flow(t testing.TB, lab *labnet.Lab, seconds int) (wait func() time.Duration) {
 	t.Helper()
-	lab.H2.Start("iperf3", "-s", "-1")
+	lab.H2.Start("iperf3", "-s", "-1", "-i", "0.1", "-J")
 	time.Sleep(300 * time.Millisecond)
-	cmd, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", fmt.Sprint(seconds), "-C", "cubic", "-i", "0.1", "-J")
+	cmd, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", fmt.Sprint(seconds), "-C", "cubic", "-J", "--get-server-output")
 	return func() time.Duration {
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("iperf3: %v\n%s", err, out())
 		}
+		type intervals []struct {
+			Sum struct {
+				Seconds float64 `json:"seconds"`
+				Bytes   float64 `json:"bytes"`
+			} `json:"sum"`
+		}
 		var r struct {
-			Intervals []struct {
-				Sum struct {
-					Seconds float64 `json:"seconds"`
-					Bytes   float64 `json:"bytes"`
-				} `json:"sum"`
-			} `json:"intervals"`
-			End struct {
-				SumReceived struct {
-					Bytes float64 `json:"bytes"`
-				} `json:"sum_received"`
-			} `json:"end"`
+			Server struct {
+				Intervals intervals `json:"intervals"`
+			} `json:"server_output_json"`
 		}
 		if err := json.Unmarshal([]byte(out()), &r); err != nil {
 			t.Fatalf("iperf3 output: %v\n%s", err, out())
 		}
-		var run, most float64
-		at := 0
-		for i, iv := range r.Intervals {
-			if iv.Sum.Bytes == 0 {
-				run += iv.Sum.Seconds
-				if run > most {
-					most, at = run, i
-				}
-			} else {
+		var run, most, at, elapsed, total float64
+		for _, iv := range r.Server.Intervals {
+			elapsed += iv.Sum.Seconds
+			total += iv.Sum.Bytes
+			// Before the first byte the flow is starting, not stalled.
+			if iv.Sum.Bytes > 0 || total == 0 {
 				run = 0
+				continue
+			}
+			run += iv.Sum.Seconds
+			if run > most {
+				most, at = run, elapsed
 			}
 		}
-		if most > 0 {
-			t.Logf("longest stall %.1f s, ending %.1f s into the flow", most, float64(at+1)/10)
+		if total == 0 {
+			t.Fatalf("the flow delivered nothing:\n%s", out())
 		}
-		if r.End.SumReceived.Bytes == 0 {
-			t.Fatal("the flow delivered nothing")
+		if most > 0 {
+			var b strings.Builder
+			elapsed = 0
+			for _, iv := range r.Server.Intervals {
+				elapsed += iv.Sum.Seconds
+				if elapsed > at-most-1 && elapsed < at+1 {
+					fmt.Fprintf(&b, " %.0f", iv.Sum.Bytes/1e3)
+				}
+			}
+			t.Logf("longest stall %.1f s, %.1f-%.1f s into the flow; kB a 100 ms around it:%s", most, at-most, at, b.String())
 		}
 		return time.Duration(most * float64(time.Second))
 	}

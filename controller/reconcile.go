@@ -142,7 +142,7 @@ func (s *switchConn) readEntries(ctx context.Context, rt p4v1.P4RuntimeClient) (
 
 // wanted is every entry the network file asks for, given what the switch has: a split's
 // live slot table is the controller's last split when it knows one, else the switch's
-// own when complete (adopted: its shares are then unknown), else even; the other
+// own when complete (adopted, its shares read from its slots), else even; the other
 // generation is kept when complete. It returns the live generations and the shares
 // known, by split index.
 func (s *switchConn) wanted(have map[string]*p4v1.TableEntry) (map[string]*p4v1.TableEntry, map[uint32]uint32, map[uint32][]float64, error) {
@@ -198,6 +198,8 @@ func (s *switchConn) wanted(have map[string]*p4v1.TableEntry) (map[string]*p4v1.
 				if gen == live {
 					known[sp.Index] = even
 				}
+			} else if gen == live {
+				known[sp.Index] = slotShares(sp, slots) // the switch's own, adopted
 			}
 			add(slots...)
 		}
@@ -265,6 +267,16 @@ func (s *switchConn) switchSlots(sp *Split, gen uint32, have map[string]*p4v1.Ta
 		out[i] = h
 	}
 	return out
+}
+
+// slotShares is each of sp's paths' share of a complete slot table (switchSlots).
+func slotShares(sp *Split, slots []*p4v1.TableEntry) []float64 {
+	shares := make([]float64, len(sp.Paths))
+	for _, e := range slots {
+		path, _ := p4info.Uint(e.GetAction().GetAction().GetParams()[0].Value)
+		shares[path] += 1 / float64(len(slots))
+	}
+	return shares
 }
 
 // entryKey identifies an entry by table, match and priority, whatever the order of its

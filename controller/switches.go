@@ -82,6 +82,17 @@ func newSwitchConn(s *Switch, kick func()) (*switchConn, error) {
 	return sc, nil
 }
 
+// liveShares is the split the switch carries for sp, as the controller last wrote or read
+// it back; nil while the switch is not programmed or the split is not known.
+func (s *switchConn) liveShares(sp *Split) []float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rt == nil {
+		return nil
+	}
+	return slices.Clone(s.shares[sp.Index])
+}
+
 func (s *switchConn) ready() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
