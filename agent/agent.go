@@ -35,7 +35,8 @@ type Agent struct {
 	dp   *datapath.Datapath
 
 	mu      sync.Mutex
-	tunnels map[uint32]*tunnel // by tunnel id
+	tunnels map[uint32]*tunnel   // by tunnel id
+	reseqs  map[uint32]*reseqRun // by tunnel id, the tunnels that resequence
 	stats   *sampler
 }
 
@@ -103,7 +104,7 @@ func New(opts ...Option) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the eBPF datapath: %w", err)
 	}
-	a := &Agent{opts: o, dp: dp, tunnels: map[uint32]*tunnel{}}
+	a := &Agent{opts: o, dp: dp, tunnels: map[uint32]*tunnel{}, reseqs: map[uint32]*reseqRun{}}
 	a.stats = newSampler(a)
 	if err := a.restore(); err != nil {
 		dp.Close()
@@ -119,8 +120,16 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Close releases the agent's handles. The datapath keeps running from its pins.
-func (a *Agent) Close() error { return a.dp.Close() }
+// Close releases the agent's handles. The datapath keeps running from its pins; the
+// tunnels that resequence go back to direct delivery until an agent resumes them.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	for id, t := range a.tunnels {
+		a.stopResequencer(id, t.slot)
+	}
+	a.mu.Unlock()
+	return a.dp.Close()
+}
 
 // Run samples the datapath, probes idle paths, steps the signal triggers and resolves
 // pending next hops until ctx ends. It must run on a thread in the agent's network
@@ -140,6 +149,7 @@ func (a *Agent) Run(ctx context.Context) {
 			a.stepTriggers(triggers)
 		case <-tick.C:
 			a.stats.sample()
+			a.renewResequencers()
 			if time.Since(lastResolve) >= resolveEvery {
 				a.resolvePending()
 				lastResolve = time.Now()
@@ -294,7 +304,7 @@ func (a *Agent) apply(t *tunnel, fresh bool) error {
 	if err := a.dp.AttachSender(dev.Attrs().Index, t.slot); err != nil {
 		return status.Errorf(codes.FailedPrecondition, "tunnel device %s: %v", t.cfg.Device, err)
 	}
-	return nil
+	return a.resequence(t, uint32(dev.Attrs().Index))
 }
 
 // applyReceiveOnly makes the host measure and untag a split switch's packets on its
@@ -381,6 +391,7 @@ func (a *Agent) RemoveTunnel(_ context.Context, ref *pb.TunnelRef) (*pb.Empty, e
 	if l, err := linkByName(t.cfg.Device); err == nil && !t.cfg.ReceiveOnly {
 		errs = append(errs, a.dp.Detach(datapath.HookSender, l.Attrs().Index), a.dp.Detach(datapath.HookDevice, l.Attrs().Index))
 	}
+	a.stopResequencer(ref.Id, t.slot)
 	delete(a.tunnels, ref.Id)
 	a.detachUnused()
 	a.stats.forget(ref.Id)

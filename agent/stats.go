@@ -347,6 +347,7 @@ func (a *Agent) collect(req *pb.StatsRequest, def time.Duration) (*pb.Stats, err
 	out := &pb.Stats{}
 	for i, t := range tunnels {
 		out.Tunnels = append(out.Tunnels, a.stats.stats(t, views[i], window))
+		out.Tunnels[i].Resequencer = a.reseqStats(t.cfg.Id)
 	}
 	var err error
 	if out.Sender, out.Receiver, err = a.dp.Verdicts(slots); err != nil {

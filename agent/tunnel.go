@@ -116,6 +116,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		if cfg.SignalTrigger != nil {
 			return nil, invalid("signal trigger on a receive-only tunnel, which sends nothing: leave it out")
 		}
+		if cfg.Resequence {
+			return nil, invalid("resequence on a receive-only tunnel, which has no tunnel device to put packets in order onto: leave it out")
+		}
 		t, err := resolveReceiveOnly(cfg, addr)
 		if err != nil {
 			return nil, err

@@ -63,6 +63,14 @@ struct {
 	__type(value, struct rx_stats);
 } rcv_counters SEC(".maps");
 
+/* slot -> the agent's resequencer, while its lease runs (see struct rx_reseq). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TUNNELS);
+	__type(key, __u32);
+	__type(value, struct rx_reseq);
+} rcv_reseq SEC(".maps");
+
 /* enum receiver_stat -> packets. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -124,23 +132,36 @@ static __always_inline void eth_put(void *eth, const struct eth_words *w)
  * see them and the route back to their source leads. deliver_to addresses the frame to
  * the device, delivered is the verdict that sends it there. Without a device
  * (receive-only tunnels: the interface is the tunnel's) they pass where they came. */
-static __always_inline void deliver_to(struct eth_words *eth, const struct rx_tunnel *t)
+struct delivery {
+	__u32 reseq;  /* the resequencer's device (0: deliver directly) */
+	__be32 seq;   /* the packet's place in the tunnel's sequence ... */
+	__u8 path;    /* ... and the path it came by, for the resequencer */
+};
+
+static __always_inline void deliver_to(struct eth_words *eth, const struct rx_tunnel *t, const struct delivery *d)
 {
-	if (t->dev_ifindex) {
+	if (d->reseq) {
+		/* The resequencer reads path and seq from the source address (RESEQ_ETH_P). */
+		eth->src_hi = d->path;
+		eth->src_lo = d->seq;
+		eth->proto = bpf_htons(RESEQ_ETH_P);
+	} else if (t->dev_ifindex) {
 		eth->dst_hi = *(const __u32 *)t->dev_mac;
 		eth->dst_lo = *(const __u16 *)&t->dev_mac[4];
 	}
 }
 
-static __always_inline int delivered(const struct rx_tunnel *t)
+static __always_inline int delivered(const struct rx_tunnel *t, const struct delivery *d)
 {
+	if (d->reseq)
+		return bpf_redirect(d->reseq, 0);
 	return t->dev_ifindex ? bpf_redirect(t->dev_ifindex, 0) : XDP_PASS;
 }
 
 /* Compact packets get back the IPv4 header they left with: the tunnel's addresses,
  * protocol TCP, the length without what the sender added, a fresh checksum. */
 static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *eth, struct iphdr *ip,
-					   const struct rx_tunnel *t, __u32 added)
+					   const struct rx_tunnel *t, __u32 added, const struct delivery *d)
 {
 	struct eth_words e;
 	eth_get(&e, eth);
@@ -166,10 +187,10 @@ static __always_inline int restore_compact(struct xdp_md *ctx, struct ethhdr *et
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	h.check = ~sum;
-	deliver_to(&e, t);
+	deliver_to(&e, t, d);
 	eth_put(eth, &e);
 	__builtin_memcpy(ip, &h, sizeof(h));
-	return delivered(t);
+	return delivered(t, d);
 }
 
 /* Why a packet with this tunnel's id is not from its peer, when the header's path id and
@@ -356,12 +377,17 @@ static __always_inline int receive(struct xdp_md *ctx)
 		track_seq(sh, &rs->tunnel, seq, in_order, now, t->epoch);
 	}
 
+	/* While the agent's resequencer holds its lease, data goes to it to be put in order. */
+	struct delivery d = { .seq = ph->seq, .path = p };
+	struct rx_reseq *rq = bpf_map_lookup_elem(&rcv_reseq, &slot);
+	if (rq && rq->ifindex && now < rq->until_ns)
+		d.reseq = rq->ifindex;
 	if (compact)
-		return restore_compact(ctx, eth, ip, t, inner_start - (void *)(ip + 1));
+		return restore_compact(ctx, eth, ip, t, inner_start - (void *)(ip + 1), &d);
 	/* Move the Ethernet header forward over the outer headers. */
 	struct eth_words outer;
 	eth_get(&outer, eth);
-	deliver_to(&outer, t);
+	deliver_to(&outer, t, &d);
 	if (bpf_xdp_adjust_head(ctx, inner_start - data - sizeof(struct ethhdr)))
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
 	data = (void *)(long)ctx->data;
@@ -370,7 +396,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if ((void *)(eth + 1) > end)
 		return verdict(RCV_DROP_ADJUST, XDP_DROP);
 	eth_put(eth, &outer);
-	return delivered(t);
+	return delivered(t, &d);
 }
 
 SEC("xdp")

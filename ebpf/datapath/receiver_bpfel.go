@@ -49,6 +49,13 @@ type receiverRxPorts struct {
 	Port [4]uint16
 }
 
+type receiverRxReseq struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Pad     uint32
+	UntilNs uint64
+}
+
 type receiverRxShared struct {
 	_        structs.HostLayout
 	Started  uint32
@@ -178,6 +185,7 @@ const (
 	receiverMapRcvCounters    = "rcv_counters"
 	receiverMapRcvIds         = "rcv_ids"
 	receiverMapRcvPorts       = "rcv_ports"
+	receiverMapRcvReseq       = "rcv_reseq"
 	receiverMapRcvSeq         = "rcv_seq"
 	receiverMapRcvTunnels     = "rcv_tunnels"
 	receiverMapRcvVerdicts    = "rcv_verdicts"
@@ -238,6 +246,7 @@ type receiverMapSpecs struct {
 	RcvCounters *ebpf.MapSpec `ebpf:"rcv_counters"`
 	RcvIds      *ebpf.MapSpec `ebpf:"rcv_ids"`
 	RcvPorts    *ebpf.MapSpec `ebpf:"rcv_ports"`
+	RcvReseq    *ebpf.MapSpec `ebpf:"rcv_reseq"`
 	RcvSeq      *ebpf.MapSpec `ebpf:"rcv_seq"`
 	RcvTunnels  *ebpf.MapSpec `ebpf:"rcv_tunnels"`
 	RcvVerdicts *ebpf.MapSpec `ebpf:"rcv_verdicts"`
@@ -272,6 +281,7 @@ type receiverMaps struct {
 	RcvCounters *ebpf.Map `ebpf:"rcv_counters"`
 	RcvIds      *ebpf.Map `ebpf:"rcv_ids"`
 	RcvPorts    *ebpf.Map `ebpf:"rcv_ports"`
+	RcvReseq    *ebpf.Map `ebpf:"rcv_reseq"`
 	RcvSeq      *ebpf.Map `ebpf:"rcv_seq"`
 	RcvTunnels  *ebpf.Map `ebpf:"rcv_tunnels"`
 	RcvVerdicts *ebpf.Map `ebpf:"rcv_verdicts"`
@@ -282,6 +292,7 @@ func (m *receiverMaps) Close() error {
 		m.RcvCounters,
 		m.RcvIds,
 		m.RcvPorts,
+		m.RcvReseq,
 		m.RcvSeq,
 		m.RcvTunnels,
 		m.RcvVerdicts,

@@ -78,6 +78,12 @@ enum rx_flag : __u8 {
  * all, fits. */
 #define ACK_MAX_INNER 80
 
+/* Frames to the agent's resequencer (struct rx_reseq): the decapsulated packet with this
+ * EtherType (IEEE 802 local experimental 1), the path id in the first byte of the source
+ * address and the tunnel seq in its last four, big-endian. No protocol handler of
+ * the stack takes them. datapath.ReseqEtherType mirrors it (tests/wireformat checks it). */
+#define RESEQ_ETH_P 0x88B5
+
 /* Sender verdicts and drop reasons; the agent reports them by these names (lower case,
  * without the prefix). Packets sent on a path are counted per path (snd_paths), not
  * here. */

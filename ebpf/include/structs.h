@@ -186,4 +186,15 @@ struct rx_stats {
 	struct rx_path_stats paths[PLAIT_MAX_PATHS];
 };
 
+/* rcv_reseq value, keyed by slot: while until_ns (CLOCK_MONOTONIC) is ahead, the
+ * receiver sends the tunnel's decapsulated data into ifindex (the tunnel device, so that
+ * it arrives on the device's veth peer) as RESEQ_ETH_P frames for the agent's
+ * resequencer, which puts them in seq order onto the device. The agent renews the lease
+ * while it runs; an agent that dies stops holding packets within a lease. */
+struct rx_reseq {
+	__u32 ifindex;
+	__u32 pad;
+	__u64 until_ns;
+};
+
 #endif /* PLAIT_STRUCTS_H */

@@ -37,7 +37,7 @@ enum plait_consts {
 	c_f_auth = PLAIT_F_AUTH, c_tag_len = PLAIT_TAG_LEN, c_tag_cover = PLAIT_TAG_COVER,
 	c_max_paths = PLAIT_MAX_PATHS, c_encap_len = PLAIT_ENCAP_LEN, c_compact_len = PLAIT_COMPACT_LEN,
 	c_ip_encap_len = PLAIT_IP_ENCAP_LEN, c_ip_compact_len = PLAIT_IP_COMPACT_LEN, c_tel_len = PLAIT_TEL_LEN,
-	c_wrr_slots = WRR_SLOTS, c_max_tunnels = MAX_TUNNELS,
+	c_wrr_slots = WRR_SLOTS, c_max_tunnels = MAX_TUNNELS, c_reseq_eth_p = RESEQ_ETH_P,
 } c;
 `), 0o644); err != nil {
 		t.Fatal(err)
@@ -63,6 +63,7 @@ enum plait_consts {
 		"c_max_paths": wire.MaxPaths, "c_encap_len": wire.EncapLen, "c_compact_len": wire.CompactLen,
 		"c_ip_encap_len": wire.IPEncapLen, "c_ip_compact_len": wire.IPCompactLen, "c_tel_len": wire.TelemetryLen,
 		"c_wrr_slots": split.HostSlots, "c_max_tunnels": datapath.MaxTunnels,
+		"c_reseq_eth_p": datapath.ReseqEtherType,
 	}
 	for _, v := range consts.Values {
 		if v.Value != want[v.Name] {

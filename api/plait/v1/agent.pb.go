@@ -266,8 +266,14 @@ type TunnelConfig struct {
 	// 8. The receiver drops decapsulated packets from any other source, and from this
 	// end's own tunnel address, and counts them (drop_inner_source). Default: the peer's
 	// tunnel address (peer_address) when given, else remote_prefix.
-	AllowedIps    []string `protobuf:"bytes,20,rep,name=allowed_ips,json=allowedIps,proto3" json:"allowed_ips,omitempty"`
-	Auth          *Auth    `protobuf:"bytes,21,opt,name=auth,proto3" json:"auth,omitempty"`
+	AllowedIps []string `protobuf:"bytes,20,rep,name=allowed_ips,json=allowedIps,proto3" json:"allowed_ips,omitempty"`
+	Auth       *Auth    `protobuf:"bytes,21,opt,name=auth,proto3" json:"auth,omitempty"`
+	// Hand the stack this end's received packets in the sender's order: the agent holds a
+	// packet that arrives ahead of a hole until the hole fills, is proven lost (every path
+	// in use has delivered beyond it), or has waited a bound derived from the paths'
+	// measured delays and jitter (docs/datapath.md#resequencing). Needs the tunnel device
+	// (not receive_only).
+	Resequence    bool `protobuf:"varint,22,opt,name=resequence,proto3" json:"resequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -412,6 +418,13 @@ func (x *TunnelConfig) GetAuth() *Auth {
 		return x.Auth
 	}
 	return nil
+}
+
+func (x *TunnelConfig) GetResequence() bool {
+	if x != nil {
+		return x.Resequence
+	}
+	return false
 }
 
 // Per-packet authentication (docs/security.md): every packet carries a SipHash-2-4 tag
@@ -1650,8 +1663,9 @@ type TunnelStats struct {
 	IntervalS     float64                `protobuf:"fixed64,3,opt,name=interval_s,json=intervalS,proto3" json:"interval_s,omitempty"`
 	Paths         []*PathStats           `protobuf:"bytes,4,rep,name=paths,proto3" json:"paths,omitempty"`
 	Reorder       *ReorderStats          `protobuf:"bytes,5,opt,name=reorder,proto3" json:"reorder,omitempty"`
-	Signals       uint32                 `protobuf:"varint,6,opt,name=signals,proto3" json:"signals,omitempty"`     // congestion signals the sender has given, asked for or triggered
-	Triggered     uint32                 `protobuf:"varint,7,opt,name=triggered,proto3" json:"triggered,omitempty"` // of those, asked for by the SignalTrigger
+	Signals       uint32                 `protobuf:"varint,6,opt,name=signals,proto3" json:"signals,omitempty"`        // congestion signals the sender has given, asked for or triggered
+	Triggered     uint32                 `protobuf:"varint,7,opt,name=triggered,proto3" json:"triggered,omitempty"`    // of those, asked for by the SignalTrigger
+	Resequencer   *ResequencerStats      `protobuf:"bytes,8,opt,name=resequencer,proto3" json:"resequencer,omitempty"` // set while the tunnel resequences
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1735,6 +1749,123 @@ func (x *TunnelStats) GetTriggered() uint32 {
 	return 0
 }
 
+func (x *TunnelStats) GetResequencer() *ResequencerStats {
+	if x != nil {
+		return x.Resequencer
+	}
+	return nil
+}
+
+// What the receiving end's resequencer did, cumulative since it started; every packet it
+// released counts once in in_order, bound, lost, skipped or late.
+type ResequencerStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InOrder       uint64                 `protobuf:"varint,1,opt,name=in_order,json=inOrder,proto3" json:"in_order,omitempty"` // released with no hole given up before them (after a wait or not)
+	Bound         uint64                 `protobuf:"varint,2,opt,name=bound,proto3" json:"bound,omitempty"`                    // released after a hole waited out the hold bound
+	Lost          uint64                 `protobuf:"varint,3,opt,name=lost,proto3" json:"lost,omitempty"`                      // released after a hole proven lost, before the bound
+	Skipped       uint64                 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`                // released early: the window was full or the sequence restarted
+	Late          uint64                 `protobuf:"varint,5,opt,name=late,proto3" json:"late,omitempty"`                      // came after their hole was given up: passed on out of order
+	Holes         uint64                 `protobuf:"varint,6,opt,name=holes,proto3" json:"holes,omitempty"`                    // seqs given up
+	Dropped       uint64                 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`                // packets the tunnel device did not take
+	Held          int64                  `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`                      // waiting now
+	HoldUs        float64                `protobuf:"fixed64,9,opt,name=hold_us,json=holdUs,proto3" json:"hold_us,omitempty"`   // the hold bound now
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResequencerStats) Reset() {
+	*x = ResequencerStats{}
+	mi := &file_agent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResequencerStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResequencerStats) ProtoMessage() {}
+
+func (x *ResequencerStats) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResequencerStats.ProtoReflect.Descriptor instead.
+func (*ResequencerStats) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ResequencerStats) GetInOrder() uint64 {
+	if x != nil {
+		return x.InOrder
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetBound() uint64 {
+	if x != nil {
+		return x.Bound
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetLost() uint64 {
+	if x != nil {
+		return x.Lost
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetLate() uint64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetHoles() uint64 {
+	if x != nil {
+		return x.Holes
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetHoldUs() float64 {
+	if x != nil {
+		return x.HoldUs
+	}
+	return 0
+}
+
 type Stats struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Tunnels []*TunnelStats         `protobuf:"bytes,1,rep,name=tunnels,proto3" json:"tunnels,omitempty"`
@@ -1747,7 +1878,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1890,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1903,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Stats) GetTunnels() []*TunnelStats {
@@ -1810,7 +1941,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\x9e\x04\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xbe\x04\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -1829,7 +1960,10 @@ const file_agent_proto_rawDesc = "" +
 	"\x0esignal_trigger\x18\x0e \x01(\v2\x17.plait.v1.SignalTriggerR\rsignalTrigger\x12\x1f\n" +
 	"\vallowed_ips\x18\x14 \x03(\tR\n" +
 	"allowedIps\x12\"\n" +
-	"\x04auth\x18\x15 \x01(\v2\x0e.plait.v1.AuthR\x04auth\"O\n" +
+	"\x04auth\x18\x15 \x01(\v2\x0e.plait.v1.AuthR\x04auth\x12\x1e\n" +
+	"\n" +
+	"resequence\x18\x16 \x01(\bR\n" +
+	"resequence\"O\n" +
 	"\x04Auth\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12\x1a\n" +
 	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12\x17\n" +
@@ -1939,7 +2073,7 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"intra_path\x18\t \x01(\x04R\tintraPath\x12%\n" +
 	"\x0eunknown_extent\x18\n" +
-	" \x01(\x04R\runknownExtent\"\x84\x02\n" +
+	" \x01(\x04R\runknownExtent\"\xc2\x02\n" +
 	"\vTunnelStats\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x1d\n" +
@@ -1948,7 +2082,18 @@ const file_agent_proto_rawDesc = "" +
 	"\x05paths\x18\x04 \x03(\v2\x13.plait.v1.PathStatsR\x05paths\x120\n" +
 	"\areorder\x18\x05 \x01(\v2\x16.plait.v1.ReorderStatsR\areorder\x12\x18\n" +
 	"\asignals\x18\x06 \x01(\rR\asignals\x12\x1c\n" +
-	"\ttriggered\x18\a \x01(\rR\ttriggered\"\xa0\x02\n" +
+	"\ttriggered\x18\a \x01(\rR\ttriggered\x12<\n" +
+	"\vresequencer\x18\b \x01(\v2\x1a.plait.v1.ResequencerStatsR\vresequencer\"\xe2\x01\n" +
+	"\x10ResequencerStats\x12\x19\n" +
+	"\bin_order\x18\x01 \x01(\x04R\ainOrder\x12\x14\n" +
+	"\x05bound\x18\x02 \x01(\x04R\x05bound\x12\x12\n" +
+	"\x04lost\x18\x03 \x01(\x04R\x04lost\x12\x18\n" +
+	"\askipped\x18\x04 \x01(\x04R\askipped\x12\x12\n" +
+	"\x04late\x18\x05 \x01(\x04R\x04late\x12\x14\n" +
+	"\x05holes\x18\x06 \x01(\x04R\x05holes\x12\x18\n" +
+	"\adropped\x18\a \x01(\x04R\adropped\x12\x12\n" +
+	"\x04held\x18\b \x01(\x03R\x04held\x12\x17\n" +
+	"\ahold_us\x18\t \x01(\x01R\x06holdUs\"\xa0\x02\n" +
 	"\x05Stats\x12/\n" +
 	"\atunnels\x18\x01 \x03(\v2\x15.plait.v1.TunnelStatsR\atunnels\x123\n" +
 	"\x06sender\x18\x02 \x03(\v2\x1b.plait.v1.Stats.SenderEntryR\x06sender\x129\n" +
@@ -1997,7 +2142,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
 	(Encap)(0),                      // 1: plait.v1.Encap
@@ -2021,9 +2166,10 @@ var file_agent_proto_goTypes = []any{
 	(*PathStats)(nil),               // 19: plait.v1.PathStats
 	(*ReorderStats)(nil),            // 20: plait.v1.ReorderStats
 	(*TunnelStats)(nil),             // 21: plait.v1.TunnelStats
-	(*Stats)(nil),                   // 22: plait.v1.Stats
-	nil,                             // 23: plait.v1.Stats.SenderEntry
-	nil,                             // 24: plait.v1.Stats.ReceiverEntry
+	(*ResequencerStats)(nil),        // 22: plait.v1.ResequencerStats
+	(*Stats)(nil),                   // 23: plait.v1.Stats
+	nil,                             // 24: plait.v1.Stats.SenderEntry
+	nil,                             // 25: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	3,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
@@ -2041,38 +2187,39 @@ var file_agent_proto_depIdxs = []int32{
 	7,  // 12: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
 	19, // 13: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
 	20, // 14: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	21, // 15: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	23, // 16: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	24, // 17: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
-	4,  // 18: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
-	10, // 19: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
-	2,  // 20: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
-	12, // 21: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
-	13, // 22: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
-	14, // 23: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
-	15, // 24: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	17, // 25: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
-	10, // 26: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
-	16, // 27: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
-	18, // 28: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	18, // 29: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	9,  // 30: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	2,  // 31: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	11, // 32: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	9,  // 33: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	9,  // 34: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	9,  // 35: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	9,  // 36: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	9,  // 37: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	9,  // 38: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
-	9,  // 39: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
-	22, // 40: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	22, // 41: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	30, // [30:42] is the sub-list for method output_type
-	18, // [18:30] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	22, // 15: plait.v1.TunnelStats.resequencer:type_name -> plait.v1.ResequencerStats
+	21, // 16: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	24, // 17: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	25, // 18: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	4,  // 19: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
+	10, // 20: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
+	2,  // 21: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
+	12, // 22: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
+	13, // 23: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
+	14, // 24: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
+	15, // 25: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
+	17, // 26: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	10, // 27: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
+	16, // 28: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
+	18, // 29: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	18, // 30: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	9,  // 31: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	2,  // 32: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	11, // 33: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	9,  // 34: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	9,  // 35: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	9,  // 36: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	9,  // 37: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	9,  // 38: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	9,  // 39: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	9,  // 40: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
+	23, // 41: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	23, // 42: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	31, // [31:43] is the sub-list for method output_type
+	19, // [19:31] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2086,7 +2233,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"math"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/reseq"
+)
+
+// The hold bound's limits. Below minHold the agent's own wake-ups on a busy host are the
+// noise, not the paths. maxHold: a real loss reaches TCP at most the hold late, and must
+// still be repaired by fast recovery well inside the retransmission timer (Linux's
+// minimum RTO is 200 ms); a quarter of it leaves TCP's own timers their margin.
+const (
+	minHold = time.Millisecond
+	maxHold = 50 * time.Millisecond
+)
+
+// reseqLease is how long the receiver keeps sending a tunnel's packets to the agent's
+// resequencer without a renewal (renewed every sample): an agent that dies blackholes
+// the tunnel this long, then the receiver delivers directly again.
+const reseqLease = 500 * time.Millisecond
+
+// reseqRun is a tunnel's running resequencer and what it was opened on.
+type reseqRun struct {
+	rs        *reseq.Resequencer
+	dev, peer uint32
+	mtu       int
+}
+
+// resequence starts, keeps or stops the tunnel's resequencer as its configuration says;
+// called with a.mu held, after the device is set up (apply).
+func (a *Agent) resequence(t *tunnel, dev uint32) error {
+	run := a.reseqs[t.cfg.Id]
+	if run != nil && (!t.cfg.Resequence || run.dev != dev || run.peer != t.devPeer || run.mtu != t.mtu) {
+		a.stopResequencer(t.cfg.Id, t.slot)
+		run = nil
+	}
+	if !t.cfg.Resequence || run != nil {
+		return nil
+	}
+	rs, err := reseq.Open(int(t.devPeer), t.devMAC, t.mtu, maxHold)
+	if err != nil {
+		return status.Errorf(codes.FailedPrecondition, "tunnel %d: %v", t.cfg.Id, err)
+	}
+	// The device's peer must run an XDP program to take the receiver's frames.
+	if err := a.dp.AttachDevice(int(t.devPeer)); err != nil {
+		rs.Close()
+		return status.Errorf(codes.FailedPrecondition, "tunnel %d: resequencer: %v", t.cfg.Id, err)
+	}
+	go rs.Run()
+	a.reseqs[t.cfg.Id] = &reseqRun{rs: rs, dev: dev, peer: t.devPeer, mtu: t.mtu}
+	return a.leaseResequencer(t.slot, dev)
+}
+
+func (a *Agent) leaseResequencer(slot, dev uint32) error {
+	if err := a.dp.LeaseResequencer(slot, dev, uint64(monoNow())+uint64(reseqLease)); err != nil {
+		return status.Errorf(codes.Internal, "%v", err)
+	}
+	return nil
+}
+
+// stopResequencer hands the tunnel back to direct delivery, then stops its resequencer.
+func (a *Agent) stopResequencer(id, slot uint32) {
+	run := a.reseqs[id]
+	if run == nil {
+		return
+	}
+	if err := a.dp.LeaseResequencer(slot, 0, 0); err != nil {
+		a.opts.log.Warn("end resequencer lease", "tunnel", id, "err", err)
+	}
+	run.rs.Close()
+	if err := a.dp.Detach(datapath.HookDevice, int(run.peer)); err != nil {
+		a.opts.log.Warn("detach resequencer", "tunnel", id, "err", err)
+	}
+	delete(a.reseqs, id)
+}
+
+// renewResequencers renews the leases and sets each hold bound from the paths' latest
+// measurements; called every sample.
+func (a *Agent) renewResequencers() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, run := range a.reseqs {
+		t := a.tunnels[id]
+		if t == nil {
+			continue
+		}
+		if h, ok := a.stats.holdBound(id); ok {
+			run.rs.SetHold(int64(h))
+		}
+		if err := a.leaseResequencer(t.slot, run.dev); err != nil {
+			a.opts.log.Warn("renew resequencer lease", "tunnel", id, "err", err)
+		}
+	}
+}
+
+// holdBound is how long a packet should wait for a hole before it, from the receiver's
+// latest measurements over the paths that carried data in the last second: the spread
+// of their one-way delays (a packet sent after the missing one on the fastest path
+// arrives that much earlier) plus four times the largest jitter (RFC 3550's mean
+// deviation; four of them cover the tail, as in TCP's RTO), within minHold..maxHold.
+// Not ok until some path has delay samples.
+func (s *sampler) holdBound(id uint32) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.hist[id]
+	if h == nil || h.len() < 2 {
+		return 0, false
+	}
+	last := h.at(h.len() - 1)
+	first := h.at(0)
+	for i := h.len() - 1; i >= 0; i-- {
+		if last.mono-h.at(i).mono >= uint64(time.Second) {
+			first = h.at(i)
+			break
+		}
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, p := range last.rx.Paths {
+		if p.Packets == first.rx.Paths[i].Packets || p.OwdCnt == 0 {
+			continue
+		}
+		lo = min(lo, p.OwdEwmaNs)
+		hi = max(hi, p.OwdEwmaNs+4*p.JitterNs)
+	}
+	if math.IsInf(lo, 0) {
+		return 0, false
+	}
+	return min(max(time.Duration(hi-lo), minHold), maxHold), true
+}
+
+// reseqStats describes the tunnel's resequencer, nil when it has none.
+func (a *Agent) reseqStats(id uint32) *pb.ResequencerStats {
+	a.mu.Lock()
+	run := a.reseqs[id]
+	a.mu.Unlock()
+	if run == nil {
+		return nil
+	}
+	c := &run.rs.C
+	return &pb.ResequencerStats{
+		InOrder: c.InOrder.Load(), Bound: c.Bound.Load(), Lost: c.Lost.Load(), Skipped: c.Skipped.Load(),
+		Late: c.Late.Load(), Holes: c.Holes.Load(), Dropped: c.Dropped.Load(), Held: c.Held.Load(),
+		HoldUs: float64(run.rs.Hold()) / 1e3,
+	}
+}
