@@ -12,15 +12,6 @@ import (
 	"github.com/plait/plait/reseq"
 )
 
-// The hold bound's limits. Below minHold the agent's own wake-ups on a busy host are the
-// noise, not the paths. maxHold: a real loss reaches TCP at most the hold late, and must
-// still be repaired by fast recovery well inside the retransmission timer (Linux's
-// minimum RTO is 200 ms); a quarter of it leaves TCP's own timers their margin.
-const (
-	minHold = time.Millisecond
-	maxHold = 50 * time.Millisecond
-)
-
 // reseqLease is how long the receiver keeps sending a tunnel's packets to the agent's
 // resequencer without a renewal (renewed every sample): an agent that dies blackholes
 // the tunnel this long, then the receiver delivers directly again.
@@ -44,7 +35,7 @@ func (a *Agent) resequence(t *tunnel, dev uint32) error {
 	if !t.cfg.Resequence || run != nil {
 		return nil
 	}
-	rs, err := reseq.Open(int(t.devPeer), t.devMAC, t.mtu, maxHold)
+	rs, err := reseq.Open(int(t.devPeer), t.devMAC, t.mtu, reseq.MaxHold)
 	if err != nil {
 		return status.Errorf(codes.FailedPrecondition, "tunnel %d: %v", t.cfg.Id, err)
 	}
@@ -91,8 +82,9 @@ func (a *Agent) renewResequencers() {
 		if t == nil {
 			continue
 		}
-		if h, ok := a.stats.holdBound(id); ok {
-			run.rs.SetHold(int64(h))
+		if h, paths, ok := a.stats.holdBound(id); ok {
+			run.rs.SetHold(h)
+			run.rs.SetPaths(paths)
 		}
 		if err := a.leaseResequencer(t.slot, run.dev); err != nil {
 			a.opts.log.Warn("renew resequencer lease", "tunnel", id, "err", err)
@@ -100,18 +92,26 @@ func (a *Agent) renewResequencers() {
 	}
 }
 
-// holdBound is how long a packet should wait for a hole before it, from the receiver's
-// latest measurements over the paths that carried data in the last second: the spread
-// of their one-way delays (a packet sent after the missing one on the fastest path
-// arrives that much earlier) plus four times the largest jitter (RFC 3550's mean
-// deviation; four of them cover the tail, as in TCP's RTO), within minHold..maxHold.
-// Not ok until some path has delay samples.
-func (s *sampler) holdBound(id uint32) (time.Duration, bool) {
+// holdBound is how long a packet should wait for a hole before it: the spread of the
+// smoothed one-way delays of the paths heard from in the last second (a packet
+// sent after the missing one on the fastest path arrives that much earlier), or the
+// latest any reordered packet arrived after the first packet beyond it over the agent's
+// window (RFC 4737 lateness: the spread as the queues made it, packet by packet) when
+// that is more; plus four times the largest jitter (RFC 3550's mean deviation; four of
+// them cover the tail, as in TCP's RTO). It errs long: a hole
+// that is lost is mostly proven so before the bound, while a packet released before its
+// hole fills costs TCP a spurious recovery.
+// paths are those paths (bit i: path i), the ones a hole may still be on: data or the
+// agent's probes, which keep an idle path measured, came by them. Not only the paths
+// that carried data: a flow that starts, or a split that turns to a path, puts the next
+// packets on paths that carried none, and a path the split leaves idle only makes holes
+// wait their bound. Not ok until some path has delay samples.
+func (s *sampler) holdBound(id uint32) (hold int64, paths uint32, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.hist[id]
 	if h == nil || h.len() < 2 {
-		return 0, false
+		return 0, 0, false
 	}
 	last := h.at(h.len() - 1)
 	first := h.at(0)
@@ -121,18 +121,24 @@ func (s *sampler) holdBound(id uint32) (time.Duration, bool) {
 			break
 		}
 	}
+	var late, jitter float64
+	for i := range h.len() {
+		late = max(late, float64(h.at(i).rx.LateNsMax))
+	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, p := range last.rx.Paths {
-		if p.Packets == first.rx.Paths[i].Packets || p.OwdCnt == 0 {
+		if p.OwdCnt == first.rx.Paths[i].OwdCnt {
 			continue
 		}
+		paths |= 1 << i
 		lo = min(lo, p.OwdEwmaNs)
-		hi = max(hi, p.OwdEwmaNs+4*p.JitterNs)
+		hi = max(hi, p.OwdEwmaNs)
+		jitter = max(jitter, p.JitterNs)
 	}
 	if math.IsInf(lo, 0) {
-		return 0, false
+		return 0, 0, false
 	}
-	return min(max(time.Duration(hi-lo), minHold), maxHold), true
+	return int64(max(hi-lo, late) + 4*jitter), paths, true
 }
 
 // reseqStats describes the tunnel's resequencer, nil when it has none.

@@ -19,9 +19,19 @@ import (
 	"github.com/plait/plait/wire"
 )
 
+// The hold bound's limits. Below MinHold the agent's own wake-ups on a busy host are
+// the noise, not the paths. MaxHold: a real loss that cannot be proven reaches TCP at
+// most the hold late, and must still be repaired by fast recovery well inside the
+// retransmission timer (Linux's minimum RTO is 200 ms); a quarter of it leaves TCP's own
+// timers their margin.
+const (
+	MinHold = int64(1e6)
+	MaxHold = int64(50e6)
+)
+
 // Window is how many seqs ahead of the next expected one a Buffer holds; a packet beyond
 // it makes the Buffer give up the holes in its way. At the hold's cap (MaxHold) it is
-// 780 Mbit/s of 1500-byte packets.
+// about 1 Gbit/s of 1500-byte packets.
 const Window = 4096
 
 // Counters are a Buffer's cumulative counts, safe to read while it runs.
@@ -38,14 +48,13 @@ type Counters struct {
 
 type slot struct {
 	present bool
-	class   *atomic.Uint64 // what its release counts as, set when its hole is given up
 	frame   []byte
 }
 
 type pathState struct {
 	seen bool
 	seq  uint32 // highest seq the path delivered
-	at   int64  // when, ns
+	at   int64  // when it last delivered, ns
 	gap  int64  // smoothed time between its packets, ns
 }
 
@@ -57,8 +66,21 @@ type rise struct {
 // Buffer is the resequencing state of one tunnel. It is not safe for concurrent use,
 // except SetHold and Counters.
 type Buffer struct {
-	emit    func(frame []byte) // releases a packet; frame is valid only during the call
-	hold    atomic.Int64       // ns
+	emit func(frame []byte) // releases a packet; frame is valid only during the call
+	hold atomic.Int64       // ns, as the agent measures the paths (SetHold)
+	// How long holes take to fill, smoothed as RFC 6298 smooths round trips: the hold
+	// is at least fill + 4 × fillVar, the bound a retransmission timer would put on it.
+	fill, fillVar atomic.Int64
+	// The hold learns from its mistakes as RACK's reordering window does: every packet
+	// that comes after its hole was given up adds a quarter of the measured hold (once
+	// per hole given up since the last step), and sixteen holes given up without one take
+	// a quarter off again. It starts a step up: a hold too short costs the flow a
+	// spurious recovery, one too long only delays the repair of a loss no path proved.
+	steps   atomic.Int64
+	stepSeq uint32
+	quiet   int
+	inUse   atomic.Uint32 // bit i: path i carries data
+	proofAt int64         // when the hole at next was first proven lost (0: not)
 	started bool
 	next    uint32 // the seq released next
 	held    int
@@ -77,20 +99,53 @@ type Buffer struct {
 func New(hold int64, emit func(frame []byte)) *Buffer {
 	b := &Buffer{emit: emit}
 	b.hold.Store(hold)
+	b.steps.Store(1)
 	return b
 }
 
-// SetHold changes the hold bound (ns).
+// SetHold sets the hold bound as measured (ns).
 func (b *Buffer) SetHold(ns int64) { b.hold.Store(ns) }
 
-// Hold is the hold bound (ns).
-func (b *Buffer) Hold() int64 { return b.hold.Load() }
+// SetPaths says which paths carry the tunnel's data (bit i: path i); a hole is proven
+// lost only once each of them has delivered beyond it. A path the split stopped feeding
+// only costs holes their bound until it leaves the set; a path left out of it that still
+// carries data makes its packets late.
+func (b *Buffer) SetPaths(mask uint32) { b.inUse.Store(mask) }
+
+// Hold is the hold bound in force (ns): as measured, plus what late packets taught it,
+// within MinHold..MaxHold.
+func (b *Buffer) Hold() int64 {
+	h := max(b.hold.Load(), b.fill.Load()+4*b.fillVar.Load())
+	return min(max(h+b.steps.Load()*h/4, MinHold), MaxHold)
+}
+
+// filled learns from a hole that filled at now, first seen at since.
+func (b *Buffer) filled(since, now int64) {
+	l, f, v := now-since, b.fill.Load(), b.fillVar.Load()
+	if f == 0 {
+		b.fill.Store(l)
+		b.fillVar.Store(l / 2)
+		return
+	}
+	e := l - f
+	b.fill.Store(f + e/8)
+	b.fillVar.Store(v + (abs(e)-v)/4)
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
 
 func diff(a, b uint32) int32 { return int32(a - b) }
 
 // Push takes the packet numbered seq that arrived by path at now (ns, monotonic):
 // released at once when it is the next, kept when it is ahead of a hole, passed on when
-// its hole was given up already.
+// its hole was given up already. Holes are given up only by Expire, which the caller
+// calls once it has pushed every packet that has arrived: a packet that came in time
+// must not find its hole given up because it was read after a later one.
 func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	b.seen(seq, path, now)
 	if !b.started {
@@ -115,9 +170,17 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	switch {
 	case d < 0:
 		b.C.Late.Add(1)
+		b.quiet = 0
+		if diff(seq, b.stepSeq) >= 0 && b.Hold() < MaxHold {
+			b.steps.Add(1)
+			b.stepSeq = b.next
+		}
 		b.emit(frame)
 		return
 	case d == 0:
+		if b.held > 0 {
+			b.filled(b.rises[b.rHead].at, now)
+		}
 		b.release(frame, &b.C.InOrder)
 		b.drain(&b.C.InOrder)
 	default:
@@ -125,27 +188,20 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 		if s.present { // a duplicate of a packet still held
 			return
 		}
-		s.present, s.class = true, &b.C.InOrder
+		s.present = true
 		s.frame = append(s.frame[:0], frame...)
 		b.held++
 		b.C.Held.Store(int64(b.held))
 	}
-	b.Expire(now)
 }
 
 // seen notes that path delivered seq at now.
 func (b *Buffer) seen(seq uint32, path uint8, now int64) {
 	p := &b.paths[path%wire.MaxPaths]
 	if p.seen {
-		if g := now - p.at; p.gap == 0 {
-			p.gap = g
-		} else {
-			p.gap += (g - p.gap) / 8
-		}
-		if diff(seq, p.seq) > 0 {
-			p.seq = seq
-		}
-	} else {
+		p.gap += (now - p.at - p.gap) / 8
+	}
+	if !p.seen || diff(seq, p.seq) > 0 {
 		p.seen, p.seq = true, seq
 	}
 	p.at = now
@@ -156,6 +212,7 @@ func (b *Buffer) release(frame []byte, class *atomic.Uint64) {
 	class.Add(1)
 	b.emit(frame)
 	b.next++
+	b.proofAt = 0
 	for b.rN > 0 && diff(b.rises[b.rHead].seq, b.next) < 0 {
 		b.popRise()
 	}
@@ -180,9 +237,14 @@ func (b *Buffer) drain(class *atomic.Uint64) {
 
 // skip gives up the hole at next, and releases what follows it as class.
 func (b *Buffer) skip(class *atomic.Uint64) {
+	b.proofAt = 0
 	for !b.slots[b.next%Window].present {
 		b.C.Holes.Add(1)
 		b.next++
+		if b.quiet++; b.quiet >= 16 && b.steps.Load() > 0 {
+			b.steps.Add(-1)
+			b.quiet = 0
+		}
 	}
 	for b.rN > 0 && diff(b.rises[b.rHead].seq, b.next) < 0 {
 		b.popRise()
@@ -202,16 +264,25 @@ func (b *Buffer) Deadline() int64 {
 	if b.held == 0 || b.rN == 0 {
 		return 0
 	}
-	return b.rises[b.rHead].at + b.hold.Load()
+	d := b.rises[b.rHead].at + b.Hold()
+	if b.proofAt != 0 {
+		d = min(d, b.proofAt+b.confirm())
+	}
+	return d
 }
 
 // Expire gives up the holes that waited out the bound or are proven lost by now.
 func (b *Buffer) Expire(now int64) {
 	for b.held > 0 {
+		if !b.provenLost() {
+			b.proofAt = 0
+		} else if b.proofAt == 0 {
+			b.proofAt = now
+		}
 		switch {
-		case b.provenLost(now):
+		case b.proofAt != 0 && now-b.proofAt >= b.confirm():
 			b.skip(&b.C.Lost)
-		case b.rN == 0 || now >= b.Deadline():
+		case now >= b.rises[b.rHead].at+b.Hold():
 			b.skip(&b.C.Bound)
 		default:
 			return
@@ -220,22 +291,32 @@ func (b *Buffer) Expire(now int64) {
 }
 
 // provenLost is whether every path in use has delivered a seq beyond next: each path
-// keeps its packets' order, so none can still bring it. A path is in use until it has
-// been silent for longer than a few of its own packet spacings plus the hold: longer
-// than that, a path the split still feeds is not silent, and one it no longer feeds
-// cannot hold up a hole.
-func (b *Buffer) provenLost(now int64) bool {
-	hold := b.hold.Load()
-	any := false
+// keeps its packets' order, so none can still bring it.
+func (b *Buffer) provenLost() bool {
+	mask := b.inUse.Load()
 	for i := range b.paths {
-		p := &b.paths[i]
-		if !p.seen || now-p.at > 4*p.gap+hold {
+		if mask&(1<<i) == 0 {
 			continue
 		}
-		if diff(p.seq, b.next) <= 0 {
+		if p := &b.paths[i]; !p.seen || diff(p.seq, b.next) <= 0 {
 			return false
 		}
-		any = true
 	}
-	return any
+	return mask != 0
+}
+
+// confirm is how long a proof must stand before the hole is given up: two of the
+// slowest path's packet spacings. The sender numbers a packet and queues it on its path
+// as two steps, and two CPUs sending at once can queue a higher seq first, which then
+// arrives one packet time ahead on the same path: a proof that a hole is lost, until
+// the packet comes.
+func (b *Buffer) confirm() int64 {
+	mask := b.inUse.Load()
+	var c int64
+	for i := range b.paths {
+		if mask&(1<<i) != 0 {
+			c = max(c, 2*b.paths[i].gap)
+		}
+	}
+	return c
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,10 +42,10 @@ type Resequencer struct {
 
 // Open opens the sockets of a resequencer on peerIfindex, the veth peer of a tunnel
 // device whose address is devMAC and MTU mtu; it must be called in the device's network
-// namespace. hold is the initial hold bound.
-func Open(peerIfindex int, devMAC net.HardwareAddr, mtu int, hold time.Duration) (*Resequencer, error) {
+// namespace. hold is the initial hold bound (ns).
+func Open(peerIfindex int, devMAC net.HardwareAddr, mtu int, hold int64) (*Resequencer, error) {
 	r := &Resequencer{devMAC: devMAC, frame: mtu + 14, done: make(chan struct{}), rx: -1, tx: -1, wake: -1}
-	r.Buffer = New(int64(hold), r.queue)
+	r.Buffer = New(hold, r.queue)
 	var err error
 	proto := htons(datapath.ReseqEtherType)
 	if r.rx, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, int(proto)); err != nil {

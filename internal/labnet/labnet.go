@@ -60,7 +60,10 @@ type Lab struct {
 	ctl       *exec.Cmd
 	// KeyFile is the tunnel key both hosts tag with ("": authentication off).
 	KeyFile string
-	split   bool // the split shape (split.go)
+	// Resequence: both ends put received packets in order (SetResequence).
+	Resequence bool
+	weights    []float64
+	split      bool // the split shape (split.go)
 }
 
 // Options of a lab.
@@ -72,6 +75,8 @@ type Options struct {
 	Tick      time.Duration // the switches' links send once per tick, as an LTE cell per TTI
 	Weights   []float64
 	Deploy    bool // the controller reaches agents and switches over TCP with mutual TLS (deploy.go)
+	// Resequence: both ends hand their stack the tunnel's packets in order.
+	Resequence bool
 }
 
 // Binary builds the plait binary once into dir and returns its path.
@@ -91,6 +96,7 @@ func grpcPort(i int) int { return 9700 + i }
 func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	t.Helper()
 	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, Full: opts.Full, Tick: opts.Tick, procs: map[string]*proc{},
+		Resequence: opts.Resequence, weights: opts.Weights,
 		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
 	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
 	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
@@ -255,7 +261,17 @@ func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float6
 	if l.Telemetry {
 		args = append(args, "--telemetry")
 	}
+	if l.Resequence {
+		args = append(args, "--resequence")
+	}
 	ns.Run(l.Bin, args...)
+}
+
+// SetResequence reconfigures both ends' tunnels with resequencing on or off.
+func (l *Lab) SetResequence(on bool) {
+	l.Resequence = on
+	l.tunnel(l.H1, l.Sock1, "1", "2", l.weights)
+	l.tunnel(l.H2, l.Sock2, "2", "1", nil)
 }
 
 // Network writes the controller's network file for the lab; mode is the tunnel's.

@@ -1,0 +1,121 @@
+package reseq
+
+import (
+	"slices"
+	"testing"
+)
+
+// feed pushes packets (seq, path) at given times (ms) and expires after each, as Run does
+// after each batch, and records the order of release (frames carry the seq's low byte).
+type feed struct {
+	b   *Buffer
+	out []uint32
+}
+
+func newFeed(holdMs int64, paths uint32) *feed {
+	f := &feed{}
+	f.b = New(holdMs*1e6, func(frame []byte) { f.out = append(f.out, uint32(frame[0])) })
+	f.b.steps.Store(0) // the hold as set, for exact times
+	f.b.SetPaths(paths)
+	return f
+}
+
+func (f *feed) push(atMs int64, seq uint32, path uint8) {
+	f.b.Push([]byte{byte(seq)}, seq, path, atMs*1e6)
+	f.b.Expire(atMs * 1e6)
+}
+
+func (f *feed) expire(atMs int64) { f.b.Expire(atMs * 1e6) }
+
+func TestHoleThatFillsReleasesInOrder(t *testing.T) {
+	f := newFeed(30, 0b11)
+	f.push(0, 1, 0)
+	f.push(1, 3, 0) // 2 is on the slow path
+	f.push(2, 4, 0)
+	f.push(25, 2, 1)
+	if want := []uint32{1, 2, 3, 4}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	if c := &f.b.C; c.InOrder.Load() != 4 || c.Holes.Load() != 0 || f.b.Deadline() != 0 {
+		t.Errorf("in order %d, holes %d, deadline %d; want 4, 0, none", c.InOrder.Load(), c.Holes.Load(), f.b.Deadline())
+	}
+}
+
+// A hole waits its bound from the first packet beyond it; what comes after it is late,
+// and teaches the hold a step.
+func TestHoleGivenUpAtTheBound(t *testing.T) {
+	f := newFeed(10, 0b11)
+	f.push(0, 1, 0)
+	f.push(1, 3, 0)
+	if d := f.b.Deadline(); d != 11e6 {
+		t.Fatalf("deadline %d ns, want 11 ms", d)
+	}
+	f.expire(10)
+	if len(f.out) != 1 {
+		t.Fatalf("released %v before the bound", f.out)
+	}
+	f.expire(11)
+	f.push(12, 2, 1)
+	if want := []uint32{1, 3, 2}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	c := &f.b.C
+	if c.Bound.Load() != 1 || c.Late.Load() != 1 || c.Holes.Load() != 1 {
+		t.Errorf("bound %d, late %d, holes %d; want 1 each", c.Bound.Load(), c.Late.Load(), c.Holes.Load())
+	}
+	if h := f.b.Hold(); h != 12.5e6 {
+		t.Errorf("hold after a late packet %d ns, want 12.5 ms", h)
+	}
+}
+
+// A hole is proven lost once every path in use has delivered beyond it, for two of the
+// slowest path's packet spacings; a path that has not keeps it waiting.
+func TestHoleProvenLost(t *testing.T) {
+	f := newFeed(50, 0b11)
+	for i := range 6 {
+		f.push(int64(i), uint32(i), uint8(i%2))
+	}
+	// Seq 6 (path 0) is lost; path 0 and path 1 then deliver beyond it.
+	f.push(6, 7, 1)
+	if len(f.out) != 6 {
+		t.Fatalf("released %v: path 0 has not delivered beyond the hole", f.out)
+	}
+	f.push(7, 8, 0)
+	f.expire(8)
+	if len(f.out) != 6 {
+		t.Fatalf("released %v within the proof's confirmation", f.out)
+	}
+	f.expire(9)
+	if want := []uint32{0, 1, 2, 3, 4, 5, 7, 8}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	if c := &f.b.C; c.Lost.Load() != 1 || c.Bound.Load() != 0 {
+		t.Errorf("lost %d, bound %d; want 1, 0", c.Lost.Load(), c.Bound.Load())
+	}
+	// A path in use that has not delivered beyond a hole keeps it waiting for the bound.
+	g := newFeed(50, 0b111)
+	g.push(0, 1, 0)
+	g.push(1, 3, 0)
+	g.push(2, 4, 1)
+	g.expire(40)
+	if len(g.out) != 1 {
+		t.Errorf("released %v though path 2 may still bring seq 2", g.out)
+	}
+}
+
+// A sequence that jumps beyond the window (a sender that started over) flushes what is
+// held and restarts.
+func TestSequenceJump(t *testing.T) {
+	f := newFeed(50, 0b1)
+	f.push(0, 1, 0)
+	f.push(1, 3, 0)
+	f.push(2, 1+2*Window, 0)
+	f.push(3, 2+2*Window, 0)
+	// The frames carry the seq's low byte.
+	if want := []uint32{1, 3, 1, 2}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	if c := &f.b.C; c.Skipped.Load() != 1 || c.InOrder.Load() != 3 {
+		t.Errorf("skipped %d, in order %d; want 1, 3", c.Skipped.Load(), c.InOrder.Load())
+	}
+}
