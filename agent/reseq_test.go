@@ -9,8 +9,8 @@ import (
 )
 
 // With resequencing on at the receiving end, the tunnel carries pings both ways and a
-// TCP flow, every packet through the agent's resequencer; turned off again, packets
-// take the direct way.
+// TCP flow, every packet through the agent's resequencer, which holds nothing once the
+// flow has ended.
 func TestResequencerCarriesTraffic(t *testing.T) {
 	p := newPair(t, 3)
 	p.configure(t, 1, 1, 1)
@@ -23,6 +23,7 @@ func TestResequencerCarriesTraffic(t *testing.T) {
 	p.h2.Start("iperf3", "-s", "-1")
 	waitListen(t, p)
 	g, retx := iperfResult(t, p.h1.Run("iperf3", "-c", "10.99.0.2", "-t", "2", "-J"))
+	time.Sleep(100 * time.Millisecond) // longer than any hold
 	q := stats(t, p.h2, p.a2, 5e9).Resequencer
 	if q == nil {
 		t.Fatal("h2 reports no resequencer")
@@ -30,6 +31,9 @@ func TestResequencerCarriesTraffic(t *testing.T) {
 	t.Logf("goodput %.0f Mbit/s, %d retransmissions; resequencer %v", g/1e6, retx, q)
 	if q.InOrder < 1000 {
 		t.Errorf("the resequencer released %d packets in order; the flow sent more", q.InOrder)
+	}
+	if q.Held != 0 {
+		t.Errorf("the resequencer still holds %d packets after the flow ended", q.Held)
 	}
 }
 

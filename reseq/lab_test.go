@@ -99,8 +99,8 @@ func TestSkewReachesTCPInOrder(t *testing.T) {
 		undone := func(m map[string]int64) int64 {
 			return m["TcpExt:TCPDSACKUndo"] + m["TcpExt:TCPLossUndo"] + m["TcpExt:TCPFullUndo"] + m["TcpExt:TCPPartialUndo"]
 		}
-		t.Logf("resequencing %v: receiver queued %d segments out of order; sender retransmitted %d (recoveries undone %d, DSACKs %d); packets up to %v late on the paths; resequencer %v",
-			on, r.ofo, r.retrans, undone(tx2)-undone(tx), tx2["TcpExt:TCPDSACKRecv"]-tx["TcpExt:TCPDSACKRecv"], r.lateMax.Round(time.Millisecond), r.reseq)
+		t.Logf("resequencing %v: receiver queued %d segments out of order; sender retransmitted %d (loss probes %d, recoveries undone %d, DSACKs %d); packets up to %v late on the paths; resequencer %v",
+			on, r.ofo, r.retrans, tx2["TcpExt:TCPLossProbes"]-tx["TcpExt:TCPLossProbes"], undone(tx2)-undone(tx), tx2["TcpExt:TCPDSACKRecv"]-tx["TcpExt:TCPDSACKRecv"], r.lateMax.Round(time.Millisecond), r.reseq)
 		return r
 	}
 	if off := flow(false); off.ofo == 0 || off.retrans == 0 {
