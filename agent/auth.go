@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/plait/plait/api/plait/v1"
@@ -46,8 +49,8 @@ func tunnelKeys(cfg *pb.TunnelConfig) ([]wire.Key, error) {
 	return keys, nil
 }
 
-// keyID names a key without revealing it.
-func keyID(k []byte) string {
+// KeyID names a key without revealing it: the first 4 bytes of its SHA-256, hex.
+func KeyID(k []byte) string {
 	sum := sha256.Sum256(k)
 	return hex.EncodeToString(sum[:4])
 }
@@ -58,11 +61,45 @@ func redacted(cfg *pb.TunnelConfig) *pb.TunnelConfig {
 	if out.Auth != nil {
 		out.Auth.KeyIds = nil
 		for _, k := range out.Auth.Keys {
-			out.Auth.KeyIds = append(out.Auth.KeyIds, keyID(k))
+			out.Auth.KeyIds = append(out.Auth.KeyIds, KeyID(k))
 		}
 		out.Auth.Keys = nil
 	}
 	return out
+}
+
+// SetKeys installs a tunnel's keys, checked as Configure checks them: the receiver takes
+// the new ones and the sender tags with the first in one step, and the tunnel's counters
+// and replay window go on. Turning authentication on or off changes the tunnel's MTU, so
+// that takes a Configure.
+func (a *Agent) SetKeys(_ context.Context, req *pb.SetKeysRequest) (*pb.Tunnel, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, err := a.tunnel(req.TunnelId)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.keys) == 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "tunnel %d does not authenticate: configure it with a key (plait tunnel add --key-file) before keys can be set", t.cfg.Id)
+	}
+	next := t.clone()
+	next.cfg.Auth = &pb.Auth{Keys: req.Keys}
+	if next.keys, err = tunnelKeys(next.cfg); err != nil {
+		return nil, err
+	}
+	if err := a.dp.SetReceiver(next.receiver()); err != nil {
+		return nil, status.Errorf(codes.Internal, "%v", err)
+	}
+	if err := a.writeSender(next); err != nil {
+		return nil, err
+	}
+	a.tunnels[next.cfg.Id] = next
+	ids := make([]string, len(next.keys))
+	for i, k := range next.keys {
+		ids[i] = KeyID(k[:])
+	}
+	a.opts.log.Info("keys set", "tunnel", next.cfg.Id, "key_ids", ids)
+	return next.proto(), a.save()
 }
 
 // ReadKeyFile reads a tunnel key: 32 hex digits (whitespace around them ignored) in a

@@ -163,3 +163,74 @@ func TestReAddedTunnelIsTaken(t *testing.T) {
 		t.Errorf("after h1's tunnel was added again, ping: %s", out)
 	}
 }
+
+// Keys installed on a running tunnel (SetKeys, as the controller does) roll over without
+// a gap: the new key second on both ends, then first, then alone; not one packet is
+// dropped for its tag. Bad keys are refused and change nothing.
+func TestSetKeysRollsOver(t *testing.T) {
+	p := newPair(t, 1)
+	ctx := context.Background()
+	ends := []*Agent{p.a1, p.a2}
+	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tunnelConfig("1", "2", 1)) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, tunnelConfig("2", "1", 1)) }); err != nil {
+		t.Fatal(err)
+	}
+	oldKey, newKey := testKey[:], []byte("the next key 16B")
+	badTags := func() uint64 {
+		var n uint64
+		for _, e := range ends {
+			_, rcv, err := e.dp.Verdicts(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += rcv["drop_bad_tag"]
+		}
+		return n
+	}
+	for step, keys := range [][][]byte{{oldKey, newKey}, {newKey, oldKey}, {newKey}} {
+		for _, e := range ends {
+			tun, err := e.SetKeys(ctx, &pb.SetKeysRequest{TunnelId: 7, Keys: keys})
+			if err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			if len(tun.Config.Auth.GetKeys()) != 0 || len(tun.Config.Auth.GetKeyIds()) != len(keys) || tun.Config.Auth.KeyIds[0] != KeyID(keys[0]) {
+				t.Fatalf("step %d: the agent answered with keys %x, ids %v", step, tun.Config.Auth.GetKeys(), tun.Config.Auth.GetKeyIds())
+			}
+		}
+		if out, err := p.h1.Try("ping", "-c", "5", "-i", "0.02", "-W", "1", "10.99.0.2"); err != nil {
+			t.Fatalf("step %d: ping: %v\n%s", step, err, out)
+		}
+	}
+	if n := badTags(); n != 0 {
+		t.Errorf("%d packets dropped for their tag while the keys rolled over", n)
+	}
+
+	for name, c := range map[string]struct {
+		keys [][]byte
+		code codes.Code
+		want string
+	}{
+		"short": {[][]byte{newKey[:15]}, codes.InvalidArgument, "15 bytes"},
+		"three": {[][]byte{newKey, newKey, newKey}, codes.InvalidArgument, "3 keys"},
+		"none":  {nil, codes.InvalidArgument, "no key"},
+	} {
+		_, err := p.a1.SetKeys(ctx, &pb.SetKeysRequest{TunnelId: 7, Keys: c.keys})
+		if status.Code(err) != c.code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %v saying %q", name, err, c.code, c.want)
+		}
+	}
+	l, _ := p.a1.ListTunnels(ctx, &pb.Empty{})
+	if ids := l.Tunnels[0].Config.Auth.GetKeyIds(); len(ids) != 1 || ids[0] != KeyID(newKey) {
+		t.Errorf("refused keys changed the tunnel's: %v", ids)
+	}
+	off := tunnelConfig("1", "2", 1)
+	off.Auth = &pb.Auth{Disabled: true}
+	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, off) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.a1.SetKeys(ctx, &pb.SetKeysRequest{TunnelId: 7, Keys: [][]byte{newKey}}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("keys for a tunnel without authentication: %v, want FailedPrecondition", err)
+	}
+}

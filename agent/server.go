@@ -52,6 +52,9 @@ func (s server) SetSignalTrigger(ctx context.Context, r *pb.SetSignalTriggerRequ
 func (s server) SetPathEstimates(ctx context.Context, r *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
 	return s.a.SetPathEstimates(ctx, r)
 }
+func (s server) SetKeys(ctx context.Context, r *pb.SetKeysRequest) (*pb.Tunnel, error) {
+	return s.a.SetKeys(ctx, r)
+}
 func (s server) GetStats(ctx context.Context, r *pb.StatsRequest) (*pb.Stats, error) {
 	return s.a.GetStats(ctx, r)
 }

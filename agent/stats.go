@@ -429,7 +429,11 @@ func (s *sampler) quickTrains() {
 func (s *sampler) prober(t *tunnel, i int, p *path) *prober {
 	k := probeKey{t.cfg.Id, i}
 	if pr := s.probes[k]; pr != nil {
-		return pr
+		// Made before the tunnel's keys changed (SetKeys): made again with the new one.
+		if pr.key == nil && len(t.keys) == 0 || pr.key != nil && len(t.keys) > 0 && *pr.key == t.keys[0] {
+			return pr
+		}
+		pr.close()
 	}
 	pr, err := newProber(t, i, p)
 	if err != nil {

@@ -388,6 +388,9 @@ func (c *Controller) followAgent(ctx context.Context, a *agentConn) error {
 	}
 	cl := pb.NewAgentClient(conn)
 	list, err := cl.ListTunnels(ctx, &pb.Empty{})
+	if err == nil {
+		err = c.giveKeys(ctx, a.name, cl, list)
+	}
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("agent %s: %w", a.name, err)

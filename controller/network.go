@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/plait/plait/agent"
 	"github.com/plait/plait/internal/sockrpc"
 	"github.com/plait/plait/split"
 	"github.com/plait/plait/topo/scenario"
@@ -38,6 +39,7 @@ import (
 //	  - id: 1
 //	    hosts: [h1, h2]             # both agents have tunnel 1 configured
 //	    mode: auto                  # auto (default), rr, wrr or edpf
+//	    keys: [/etc/plait/t1.key]   # optional: key files the controller gives both agents
 type Network struct {
 	Interval time.Duration
 	Agents   map[string]*Agent
@@ -104,7 +106,28 @@ type Tunnel struct {
 	Hosts   [2]string
 	Mode    string // auto, rr, wrr, edpf
 	Weights []float64
+	// Keys, read from the files the network file names, are given to both agents over
+	// their API connection (SetKeys) whenever their key ids differ; none: the agents keep
+	// the keys they were configured with.
+	Keys Keys
 }
+
+// Keys are tunnel keys. They print as their ids, so that no log or error shows them.
+type Keys []wire.Key
+
+// IDs names the keys as agents do (Auth.key_ids).
+func (k Keys) IDs() []string {
+	ids := make([]string, len(k))
+	for i := range k {
+		ids[i] = agent.KeyID(k[i][:])
+	}
+	return ids
+}
+
+func (k Keys) String() string { return fmt.Sprint(k.IDs()) }
+
+// GoString keeps %#v from printing them too.
+func (k Keys) GoString() string { return k.String() }
 
 type rawNetwork struct {
 	Interval string                `yaml:"interval"`
@@ -170,6 +193,7 @@ type rawTunnel struct {
 	Hosts   []string  `yaml:"hosts"`
 	Mode    string    `yaml:"mode"`
 	Weights []float64 `yaml:"weights"`
+	Keys    []string  `yaml:"keys"`
 }
 
 // LoadNetwork reads and validates a network file.
@@ -275,6 +299,16 @@ func (rt *rawTunnel) validate(n *Network) (*Tunnel, error) {
 		if err := split.Check(t.Weights, len(t.Weights)); err != nil {
 			return nil, fmt.Errorf("%s.weights: %w", where, err)
 		}
+	}
+	if len(rt.Keys) > 2 {
+		return nil, fmt.Errorf("%s.keys: %d key files: give one, or two while rolling keys over", where, len(rt.Keys))
+	}
+	for _, f := range rt.Keys {
+		k, err := agent.ReadKeyFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s.keys: %w", where, err)
+		}
+		t.Keys = append(t.Keys, k)
 	}
 	return t, nil
 }

@@ -1,9 +1,15 @@
 package controller
 
 import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plait/plait/agent"
 )
 
 const goodNetwork = `
@@ -61,6 +67,46 @@ func TestParseNetwork(t *testing.T) {
 		_, err := ParseNetwork([]byte(strings.Replace(goodNetwork, r[0], r[1], 1)))
 		if err == nil || !strings.Contains(err.Error(), want[name]) {
 			t.Errorf("%s: error %v, want one naming %q", name, err, want[name])
+		}
+	}
+}
+
+// Key files named by the network file are read and checked at load; a tunnel's keys
+// print as their ids, whatever the verb.
+func TestNetworkKeys(t *testing.T) {
+	dir := t.TempDir()
+	good, loose := filepath.Join(dir, "good.key"), filepath.Join(dir, "loose.key")
+	if err := agent.WriteKeyFile(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(loose, []byte("00112233445566778899aabbccddeeff\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(loose, 0o644)
+	withKeys := func(files ...string) string {
+		return strings.Replace(goodNetwork, "weights: [1, 2]}", "weights: [1, 2], keys: ["+strings.Join(files, ", ")+"]}", 1)
+	}
+	n, err := ParseNetwork([]byte(withKeys(good)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := agent.ReadKeyFile(good)
+	for _, v := range []string{fmt.Sprint(n.Tunnels[0]), fmt.Sprintf("%+v", *n.Tunnels[0]), fmt.Sprintf("%#v", *n.Tunnels[0])} {
+		if strings.Contains(v, hex.EncodeToString(k[:])) || strings.Contains(v, fmt.Sprint(k[:])) || !strings.Contains(v, agent.KeyID(k[:])) {
+			t.Errorf("a tunnel prints as %s: want its key's id, not the key", v)
+		}
+	}
+	for name, c := range map[string]struct {
+		files []string
+		want  string
+	}{
+		"readable by others": {[]string{loose}, "tunnels[id 1].keys: key file " + loose + " is mode 0644"},
+		"three":              {[]string{good, good, good}, "3 key files"},
+		"missing":            {[]string{filepath.Join(dir, "none")}, "no such file"},
+	} {
+		_, err := ParseNetwork([]byte(withKeys(c.files...)))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "00112233") {
+			t.Errorf("%s: %v; want an error saying %q", name, err, c.want)
 		}
 	}
 }

@@ -1175,6 +1175,58 @@ func (x *SetSignalTriggerRequest) GetTrigger() *SignalTrigger {
 	return nil
 }
 
+type SetKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"` // one, or two while rolling over (see Auth.keys)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetKeysRequest) Reset() {
+	*x = SetKeysRequest{}
+	mi := &file_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetKeysRequest) ProtoMessage() {}
+
+func (x *SetKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetKeysRequest.ProtoReflect.Descriptor instead.
+func (*SetKeysRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SetKeysRequest) GetTunnelId() uint32 {
+	if x != nil {
+		return x.TunnelId
+	}
+	return 0
+}
+
+func (x *SetKeysRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 type SetPathEstimatesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
@@ -1185,7 +1237,7 @@ type SetPathEstimatesRequest struct {
 
 func (x *SetPathEstimatesRequest) Reset() {
 	*x = SetPathEstimatesRequest{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1249,7 @@ func (x *SetPathEstimatesRequest) String() string {
 func (*SetPathEstimatesRequest) ProtoMessage() {}
 
 func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1262,7 @@ func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathEstimatesRequest.ProtoReflect.Descriptor instead.
 func (*SetPathEstimatesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetPathEstimatesRequest) GetTunnelId() uint32 {
@@ -1237,7 +1289,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1301,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1314,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatsRequest) GetTunnelId() uint32 {
@@ -1320,7 +1372,7 @@ type PathStats struct {
 
 func (x *PathStats) Reset() {
 	*x = PathStats{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1384,7 @@ func (x *PathStats) String() string {
 func (*PathStats) ProtoMessage() {}
 
 func (x *PathStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1397,7 @@ func (x *PathStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathStats.ProtoReflect.Descriptor instead.
 func (*PathStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PathStats) GetIndex() uint32 {
@@ -1558,7 +1610,7 @@ type ReorderStats struct {
 
 func (x *ReorderStats) Reset() {
 	*x = ReorderStats{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1622,7 @@ func (x *ReorderStats) String() string {
 func (*ReorderStats) ProtoMessage() {}
 
 func (x *ReorderStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1635,7 @@ func (x *ReorderStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReorderStats.ProtoReflect.Descriptor instead.
 func (*ReorderStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReorderStats) GetReceived() uint64 {
@@ -1672,7 +1724,7 @@ type TunnelStats struct {
 
 func (x *TunnelStats) Reset() {
 	*x = TunnelStats{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1736,7 @@ func (x *TunnelStats) String() string {
 func (*TunnelStats) ProtoMessage() {}
 
 func (x *TunnelStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1749,7 @@ func (x *TunnelStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelStats.ProtoReflect.Descriptor instead.
 func (*TunnelStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TunnelStats) GetTunnelId() uint32 {
@@ -1775,7 +1827,7 @@ type ResequencerStats struct {
 
 func (x *ResequencerStats) Reset() {
 	*x = ResequencerStats{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1839,7 @@ func (x *ResequencerStats) String() string {
 func (*ResequencerStats) ProtoMessage() {}
 
 func (x *ResequencerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1852,7 @@ func (x *ResequencerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResequencerStats.ProtoReflect.Descriptor instead.
 func (*ResequencerStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResequencerStats) GetInOrder() uint64 {
@@ -1878,7 +1930,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1942,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1955,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Stats) GetTunnels() []*TunnelStats {
@@ -2015,7 +2067,10 @@ const file_agent_proto_rawDesc = "" +
 	"\x02up\x18\x03 \x01(\bR\x02up\"i\n" +
 	"\x17SetSignalTriggerRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x121\n" +
-	"\atrigger\x18\x02 \x01(\v2\x17.plait.v1.SignalTriggerR\atrigger\"l\n" +
+	"\atrigger\x18\x02 \x01(\v2\x17.plait.v1.SignalTriggerR\atrigger\"A\n" +
+	"\x0eSetKeysRequest\x12\x1b\n" +
+	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\"l\n" +
 	"\x17SetPathEstimatesRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x124\n" +
 	"\testimates\x18\x02 \x03(\v2\x16.plait.v1.PathEstimateR\testimates\"L\n" +
@@ -2111,7 +2166,7 @@ const file_agent_proto_rawDesc = "" +
 	"\tMODE_EDPF\x10\x03*$\n" +
 	"\x05Encap\x12\r\n" +
 	"\tENCAP_UDP\x10\x00\x12\f\n" +
-	"\bENCAP_IP\x10\x012\xd6\x05\n" +
+	"\bENCAP_IP\x10\x012\x8d\x06\n" +
 	"\x05Agent\x125\n" +
 	"\tConfigure\x12\x16.plait.v1.TunnelConfig\x1a\x10.plait.v1.Tunnel\x124\n" +
 	"\fRemoveTunnel\x12\x13.plait.v1.TunnelRef\x1a\x0f.plait.v1.Empty\x12=\n" +
@@ -2124,7 +2179,8 @@ const file_agent_proto_rawDesc = "" +
 	"\fSetPathState\x12\x1d.plait.v1.SetPathStateRequest\x1a\x10.plait.v1.Tunnel\x12G\n" +
 	"\x10SetPathEstimates\x12!.plait.v1.SetPathEstimatesRequest\x1a\x10.plait.v1.Tunnel\x12/\n" +
 	"\x06Signal\x12\x13.plait.v1.TunnelRef\x1a\x10.plait.v1.Tunnel\x12G\n" +
-	"\x10SetSignalTrigger\x12!.plait.v1.SetSignalTriggerRequest\x1a\x10.plait.v1.Tunnel\x123\n" +
+	"\x10SetSignalTrigger\x12!.plait.v1.SetSignalTriggerRequest\x1a\x10.plait.v1.Tunnel\x125\n" +
+	"\aSetKeys\x12\x18.plait.v1.SetKeysRequest\x1a\x10.plait.v1.Tunnel\x123\n" +
 	"\bGetStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats\x127\n" +
 	"\n" +
 	"WatchStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats0\x01B-Z+github.com/plait/plait/api/plait/v1;plaitv1b\x06proto3"
@@ -2142,7 +2198,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
 	(Encap)(0),                      // 1: plait.v1.Encap
@@ -2161,15 +2217,16 @@ var file_agent_proto_goTypes = []any{
 	(*SetAckPathRequest)(nil),       // 14: plait.v1.SetAckPathRequest
 	(*SetPathStateRequest)(nil),     // 15: plait.v1.SetPathStateRequest
 	(*SetSignalTriggerRequest)(nil), // 16: plait.v1.SetSignalTriggerRequest
-	(*SetPathEstimatesRequest)(nil), // 17: plait.v1.SetPathEstimatesRequest
-	(*StatsRequest)(nil),            // 18: plait.v1.StatsRequest
-	(*PathStats)(nil),               // 19: plait.v1.PathStats
-	(*ReorderStats)(nil),            // 20: plait.v1.ReorderStats
-	(*TunnelStats)(nil),             // 21: plait.v1.TunnelStats
-	(*ResequencerStats)(nil),        // 22: plait.v1.ResequencerStats
-	(*Stats)(nil),                   // 23: plait.v1.Stats
-	nil,                             // 24: plait.v1.Stats.SenderEntry
-	nil,                             // 25: plait.v1.Stats.ReceiverEntry
+	(*SetKeysRequest)(nil),          // 17: plait.v1.SetKeysRequest
+	(*SetPathEstimatesRequest)(nil), // 18: plait.v1.SetPathEstimatesRequest
+	(*StatsRequest)(nil),            // 19: plait.v1.StatsRequest
+	(*PathStats)(nil),               // 20: plait.v1.PathStats
+	(*ReorderStats)(nil),            // 21: plait.v1.ReorderStats
+	(*TunnelStats)(nil),             // 22: plait.v1.TunnelStats
+	(*ResequencerStats)(nil),        // 23: plait.v1.ResequencerStats
+	(*Stats)(nil),                   // 24: plait.v1.Stats
+	nil,                             // 25: plait.v1.Stats.SenderEntry
+	nil,                             // 26: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	3,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
@@ -2185,12 +2242,12 @@ var file_agent_proto_depIdxs = []int32{
 	0,  // 10: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
 	6,  // 11: plait.v1.SetSignalTriggerRequest.trigger:type_name -> plait.v1.SignalTrigger
 	7,  // 12: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
-	19, // 13: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
-	20, // 14: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	22, // 15: plait.v1.TunnelStats.resequencer:type_name -> plait.v1.ResequencerStats
-	21, // 16: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	24, // 17: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	25, // 18: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	20, // 13: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
+	21, // 14: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
+	23, // 15: plait.v1.TunnelStats.resequencer:type_name -> plait.v1.ResequencerStats
+	22, // 16: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	25, // 17: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	26, // 18: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
 	4,  // 19: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
 	10, // 20: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
 	2,  // 21: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
@@ -2198,25 +2255,27 @@ var file_agent_proto_depIdxs = []int32{
 	13, // 23: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
 	14, // 24: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
 	15, // 25: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	17, // 26: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	18, // 26: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
 	10, // 27: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
 	16, // 28: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
-	18, // 29: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	18, // 30: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	9,  // 31: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	2,  // 32: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	11, // 33: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	9,  // 34: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	9,  // 35: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	9,  // 36: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	9,  // 37: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	9,  // 38: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	9,  // 39: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
-	9,  // 40: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
-	23, // 41: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	23, // 42: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	31, // [31:43] is the sub-list for method output_type
-	19, // [19:31] is the sub-list for method input_type
+	17, // 29: plait.v1.Agent.SetKeys:input_type -> plait.v1.SetKeysRequest
+	19, // 30: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	19, // 31: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	9,  // 32: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	2,  // 33: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	11, // 34: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	9,  // 35: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	9,  // 36: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	9,  // 37: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	9,  // 38: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	9,  // 39: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	9,  // 40: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	9,  // 41: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
+	9,  // 42: plait.v1.Agent.SetKeys:output_type -> plait.v1.Tunnel
+	24, // 43: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	24, // 44: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2233,7 +2292,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	Agent_SetPathEstimates_FullMethodName = "/plait.v1.Agent/SetPathEstimates"
 	Agent_Signal_FullMethodName           = "/plait.v1.Agent/Signal"
 	Agent_SetSignalTrigger_FullMethodName = "/plait.v1.Agent/SetSignalTrigger"
+	Agent_SetKeys_FullMethodName          = "/plait.v1.Agent/SetKeys"
 	Agent_GetStats_FullMethodName         = "/plait.v1.Agent/GetStats"
 	Agent_WatchStats_FullMethodName       = "/plait.v1.Agent/WatchStats"
 )
@@ -59,6 +60,11 @@ type AgentClient interface {
 	Signal(ctx context.Context, in *TunnelRef, opts ...grpc.CallOption) (*Tunnel, error)
 	// Sets or, when its rate is 0, clears the tunnel's SignalTrigger.
 	SetSignalTrigger(ctx context.Context, in *SetSignalTriggerRequest, opts ...grpc.CallOption) (*Tunnel, error)
+	// SetKeys installs a tunnel's keys, as a controller does from the key files its network
+	// file names: both ends' senders and receivers change at once, and the tunnel's
+	// statistics go on. The tunnel must already authenticate (configured with a key); the
+	// keys are never returned, printed or logged (Auth.key_ids names them).
+	SetKeys(ctx context.Context, in *SetKeysRequest, opts ...grpc.CallOption) (*Tunnel, error)
 	GetStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*Stats, error)
 	// WatchStats sends a Stats message every interval_ms until the client goes away.
 	WatchStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Stats], error)
@@ -172,6 +178,16 @@ func (c *agentClient) SetSignalTrigger(ctx context.Context, in *SetSignalTrigger
 	return out, nil
 }
 
+func (c *agentClient) SetKeys(ctx context.Context, in *SetKeysRequest, opts ...grpc.CallOption) (*Tunnel, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Tunnel)
+	err := c.cc.Invoke(ctx, Agent_SetKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentClient) GetStats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*Stats, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Stats)
@@ -224,6 +240,11 @@ type AgentServer interface {
 	Signal(context.Context, *TunnelRef) (*Tunnel, error)
 	// Sets or, when its rate is 0, clears the tunnel's SignalTrigger.
 	SetSignalTrigger(context.Context, *SetSignalTriggerRequest) (*Tunnel, error)
+	// SetKeys installs a tunnel's keys, as a controller does from the key files its network
+	// file names: both ends' senders and receivers change at once, and the tunnel's
+	// statistics go on. The tunnel must already authenticate (configured with a key); the
+	// keys are never returned, printed or logged (Auth.key_ids names them).
+	SetKeys(context.Context, *SetKeysRequest) (*Tunnel, error)
 	GetStats(context.Context, *StatsRequest) (*Stats, error)
 	// WatchStats sends a Stats message every interval_ms until the client goes away.
 	WatchStats(*StatsRequest, grpc.ServerStreamingServer[Stats]) error
@@ -266,6 +287,9 @@ func (UnimplementedAgentServer) Signal(context.Context, *TunnelRef) (*Tunnel, er
 }
 func (UnimplementedAgentServer) SetSignalTrigger(context.Context, *SetSignalTriggerRequest) (*Tunnel, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetSignalTrigger not implemented")
+}
+func (UnimplementedAgentServer) SetKeys(context.Context, *SetKeysRequest) (*Tunnel, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetKeys not implemented")
 }
 func (UnimplementedAgentServer) GetStats(context.Context, *StatsRequest) (*Stats, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetStats not implemented")
@@ -474,6 +498,24 @@ func _Agent_SetSignalTrigger_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_SetKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).SetKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_SetKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).SetKeys(ctx, req.(*SetKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agent_GetStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatsRequest)
 	if err := dec(in); err != nil {
@@ -549,6 +591,10 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetSignalTrigger",
 			Handler:    _Agent_SetSignalTrigger_Handler,
+		},
+		{
+			MethodName: "SetKeys",
+			Handler:    _Agent_SetKeys_Handler,
 		},
 		{
 			MethodName: "GetStats",
