@@ -48,3 +48,41 @@ func waitListen(t *testing.T, p *pair) {
 	}
 	t.Fatal("iperf3 server does not listen on h2")
 }
+
+// BenchmarkResequencerCeiling compares one TCP flow striped over three unshaped veth
+// paths with the receiver resequencing and without, alternating for three rounds (medians
+// compared): the throughput the resequencer's hop through the agent allows, and its CPU
+// time per packet (its thread's, system calls included: the stack's receive work that the
+// write back into the device triggers runs in them).
+func BenchmarkResequencerCeiling(b *testing.B) {
+	const rounds = 3
+	for b.Loop() {
+		p := newPair(b, 3)
+		p.configure(b, 1, 1, 1)
+		set := func(on bool) {
+			c := tunnelConfig("2", "1", 3)
+			c.Resequence = on
+			if _, err := run(b, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(context.Background(), c) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var off, on []float64
+		var busy, packets uint64
+		for range rounds {
+			set(false)
+			g, _ := iperfGoodput(b, p, "10.99.0.2", 5)
+			off = append(off, g)
+			set(true)
+			g, _ = iperfGoodput(b, p, "10.99.0.2", 5)
+			on = append(on, g)
+			q := p.a2.reseqStats(7)
+			busy += q.BusyNs
+			packets += q.InOrder + q.Bound + q.Lost + q.Skipped + q.Late
+		}
+		b.ReportMetric(median(off)/1e6, "off-Mbit/s")
+		b.ReportMetric(median(on)/1e6, "on-Mbit/s")
+		b.ReportMetric(median(on)/median(off), "on/off")
+		b.ReportMetric(float64(busy)/float64(max(packets, 1)), "reseq-ns/pkt")
+		b.Logf("off %s, on %s Gbit/s", gbits(off), gbits(on))
+	}
+}

@@ -22,7 +22,7 @@ func BenchmarkAuthGoodput(b *testing.B) {
 				lab := labnet.New(b, bin, a2q, labnet.Options{Telemetry: true, NoAuth: !auth})
 				stop := lab.StartController("auto", nil)
 				lab.WaitEstimates(10 * time.Second)
-				g, retr := goodput(b, lab, "10.99.0.2", benchSeconds, benchOmit)
+				g, retr := lab.Goodput(b, "10.99.0.2", benchSeconds, benchOmit)
 				stop()
 				b.ReportMetric(g/1e6, "Mbit/s")
 				b.Logf("%s %6.2f Mbit/s, %d retransmissions", name, g/1e6, retr)

@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -20,49 +19,6 @@ import (
 
 // a2q is the A2 lab with the scenario's 100-packet queues.
 var a2q = []labnet.Path{{Name: "a", Rate: "5mbit", Delay: "100ms", Queue: 100}, {Name: "b", Rate: "2mbit", Delay: "10ms", Queue: 100}, {Name: "c", Rate: "7mbit", Delay: "50ms", Queue: 100}}
-
-// goodput runs one cubic flow from h1 to addr and returns the receiver's goodput over the
-// 1 s intervals that start at or after omit seconds (the lab's rule), and the sender's
-// retransmissions, and logs the goodput of every interval.
-func goodput(b *testing.B, lab *labnet.Lab, addr string, seconds, omit int) (float64, int) {
-	b.Helper()
-	server, serverOut := lab.H2.Start("iperf3", "-s", "-1", "-J")
-	time.Sleep(300 * time.Millisecond)
-	out := lab.H1.Run("iperf3", "-c", addr, "-t", fmt.Sprint(seconds), "-C", "cubic", "-J")
-	server.Wait()
-	type report struct {
-		Intervals []struct {
-			Sum struct {
-				Start float64 `json:"start"`
-				Bytes float64 `json:"bytes"`
-				Secs  float64 `json:"seconds"`
-			} `json:"sum"`
-		} `json:"intervals"`
-		End struct {
-			SumSent struct {
-				Retransmits int `json:"retransmits"`
-			} `json:"sum_sent"`
-		} `json:"end"`
-	}
-	var rx, tx report
-	if err := json.Unmarshal([]byte(serverOut()), &rx); err != nil {
-		b.Fatalf("iperf3 server: %v\n%s", err, serverOut())
-	}
-	if err := json.Unmarshal([]byte(out), &tx); err != nil {
-		b.Fatalf("iperf3: %v\n%s", err, out)
-	}
-	var bytes, secs float64
-	series := ""
-	for _, iv := range rx.Intervals {
-		series += fmt.Sprintf(" %.1f", iv.Sum.Bytes*8/iv.Sum.Secs/1e6)
-		if iv.Sum.Start >= float64(omit) && iv.Sum.Start < float64(seconds) {
-			bytes += iv.Sum.Bytes
-			secs += iv.Sum.Secs
-		}
-	}
-	b.Logf("%s, Mbit/s each second:%s", addr, series)
-	return bytes * 8 / secs, tx.End.SumSent.Retransmits
-}
 
 var benchSeconds, benchOmit = envInt("PLAIT_BENCH_SECONDS", 20), envInt("PLAIT_BENCH_OMIT", 2)
 
@@ -92,7 +48,7 @@ func BenchmarkControllerGoodput(b *testing.B) {
 			}
 			stop := lab.StartController(cfg.mode, w)
 			lab.WaitEstimates(10 * time.Second)
-			g, retr := goodput(b, lab, cfg.addr, benchSeconds, benchOmit)
+			g, retr := lab.Goodput(b, cfg.addr, benchSeconds, benchOmit)
 			stop()
 			results[cfg.name] = g
 			b.ReportMetric(g/1e6, cfg.name+"-Mbit/s")

@@ -20,18 +20,19 @@ import (
 )
 
 // The hold bound's limits. Below MinHold the agent's own wake-ups on a busy host are
-// the noise, not the paths. MaxHold: a real loss that cannot be proven reaches TCP at
-// most the hold late, and must still be repaired by fast recovery well inside the
-// retransmission timer (Linux's minimum RTO is 200 ms); a quarter of it leaves TCP's own
-// timers their margin.
+// the noise, not the paths. MaxHold is Linux's minimum retransmission timeout: TCP's
+// timer is at least its smoothed round trip plus that, so a held packet never makes TCP
+// time out, and a loss no path proves still reaches TCP in time for fast recovery. Below
+// it the hold is what the paths' skew needs: TCP sees the skew as delay, which it
+// measures into its round trip, instead of as reordering.
 const (
 	MinHold = int64(1e6)
-	MaxHold = int64(50e6)
+	MaxHold = int64(200e6)
 )
 
 // Window is how many seqs ahead of the next expected one a Buffer holds; a packet beyond
-// it makes the Buffer give up the holes in its way. At the hold's cap (MaxHold) it is
-// about 1 Gbit/s of 1500-byte packets.
+// it makes the Buffer give up the holes in its way: 200 ms of 240 Mbit/s in 1500-byte
+// packets.
 const Window = 4096
 
 // Counters are a Buffer's cumulative counts, safe to read while it runs.
@@ -43,6 +44,7 @@ type Counters struct {
 	Late    atomic.Uint64 // packets that came after their hole was given up: passed on at once
 	Holes   atomic.Uint64 // seqs given up (at the bound, proven lost or skipped)
 	Dropped atomic.Uint64 // packets the tunnel device did not take
+	BusyNs  atomic.Uint64 // CPU time spent moving packets, system calls included
 	Held    atomic.Int64  // packets waiting now
 }
 

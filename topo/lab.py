@@ -330,6 +330,8 @@ class Lab:
                     % (p["name"], host.name, k, topos.path_addr(k, peer)),
                 ]
             args += ["--mode", "wrr", "--weights", ",".join(["1"] * n)]
+            if self.sc.get("resequence") == "on":
+                args += ["--resequence"]
             host.plaitcmd(*args)
             host.cmd("ethtool -K plait0 %s >/dev/null 2>&1" % " ".join(nodes.OFFLOADS))
 

@@ -70,8 +70,9 @@ type PlanScenario struct {
 	Description string   `json:"description"`
 	Shape       string   `json:"shape"`
 	Switch      string   `json:"switch"`
-	Encap       string   `json:"encap"` // Plait's tunnel: ip or udp
-	Auth        string   `json:"auth"`  // on: the tunnel tags its packets under a key made for the run
+	Encap       string   `json:"encap"`      // Plait's tunnel: ip or udp
+	Auth        string   `json:"auth"`       // on: the tunnel tags its packets under a key made for the run
+	Resequence  string   `json:"resequence"` // on: both hosts put the tunnel's packets in order
 	Paths       []Link   `json:"paths"`
 	Traffic     Traffic  `json:"traffic"`
 	Compare     []string `json:"compare"`
@@ -242,7 +243,7 @@ func BuildPlan(s *scenario.Scenario, name, results string) (*Plan, error) {
 	}
 	p := &Plan{
 		Scenario: PlanScenario{
-			Name: name, Description: s.Description, Shape: s.Shape, Switch: s.Switch, Encap: s.Encap, Auth: s.Auth, Compare: s.Compare,
+			Name: name, Description: s.Description, Shape: s.Shape, Switch: s.Switch, Encap: s.Encap, Auth: s.Auth, Resequence: s.Resequence, Compare: s.Compare,
 			Capacity: s.Capacity(),
 			Traffic: Traffic{Duration: s.Traffic.Duration.Seconds(), Omit: s.Traffic.Omit.Seconds(),
 				CC: s.Traffic.CC, Flows: s.Traffic.Flows, TCP: s.Traffic.TCP},

@@ -16,6 +16,7 @@ package labnet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -417,4 +418,47 @@ func poll(d time.Duration, ok func() bool) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return true
+}
+
+// Goodput runs one cubic flow from h1 to addr and returns the receiver's goodput over the
+// 1 s intervals that start at or after omit seconds (the lab's rule), and the sender's
+// retransmissions, and logs the goodput of every interval.
+func (lab *Lab) Goodput(b testing.TB, addr string, seconds, omit int) (float64, int) {
+	b.Helper()
+	server, serverOut := lab.H2.Start("iperf3", "-s", "-1", "-J")
+	time.Sleep(300 * time.Millisecond)
+	out := lab.H1.Run("iperf3", "-c", addr, "-t", fmt.Sprint(seconds), "-C", "cubic", "-J")
+	server.Wait()
+	type report struct {
+		Intervals []struct {
+			Sum struct {
+				Start float64 `json:"start"`
+				Bytes float64 `json:"bytes"`
+				Secs  float64 `json:"seconds"`
+			} `json:"sum"`
+		} `json:"intervals"`
+		End struct {
+			SumSent struct {
+				Retransmits int `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+	}
+	var rx, tx report
+	if err := json.Unmarshal([]byte(serverOut()), &rx); err != nil {
+		b.Fatalf("iperf3 server: %v\n%s", err, serverOut())
+	}
+	if err := json.Unmarshal([]byte(out), &tx); err != nil {
+		b.Fatalf("iperf3: %v\n%s", err, out)
+	}
+	var bytes, secs float64
+	series := ""
+	for _, iv := range rx.Intervals {
+		series += fmt.Sprintf(" %.1f", iv.Sum.Bytes*8/iv.Sum.Secs/1e6)
+		if iv.Sum.Start >= float64(omit) && iv.Sum.Start < float64(seconds) {
+			bytes += iv.Sum.Bytes
+			secs += iv.Sum.Secs
+		}
+	}
+	b.Logf("%s, Mbit/s each second:%s", addr, series)
+	return bytes * 8 / secs, tx.End.SumSent.Retransmits
 }

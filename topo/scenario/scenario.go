@@ -62,6 +62,12 @@ const (
 	AuthOff = "off" // untagged: the lab's links are its own
 )
 
+// Resequencing at the receiving hosts (agent: TunnelConfig.resequence).
+const (
+	ResequenceOn  = "on"
+	ResequenceOff = "off"
+)
+
 // Switch targets.
 const (
 	SwitchAuto     = "auto"     // BMv2 when simple_switch_grpc is installed, else embedded
@@ -77,6 +83,7 @@ type Scenario struct {
 	Switch      string
 	Encap       string
 	Auth        string
+	Resequence  string
 	Paths       []Path
 	Traffic     Traffic
 	Compare     []string
@@ -178,6 +185,7 @@ type rawScenario struct {
 	Switch      string     `yaml:"switch"`
 	Encap       string     `yaml:"encap"`
 	Auth        string     `yaml:"auth"`
+	Resequence  string     `yaml:"resequence"`
 	Paths       []rawPath  `yaml:"paths"`
 	Traffic     rawTraffic `yaml:"traffic"`
 	Compare     []string   `yaml:"compare"`
@@ -316,6 +324,9 @@ func parse(data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	if s.Auth, err = oneOf("auth", raw.Auth, AuthOn, AuthOn, AuthOff); err != nil {
+		return nil, err
+	}
+	if s.Resequence, err = oneOf("resequence", raw.Resequence, ResequenceOff, ResequenceOn, ResequenceOff); err != nil {
 		return nil, err
 	}
 	if len(raw.Paths) == 0 {

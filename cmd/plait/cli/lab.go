@@ -44,6 +44,7 @@ type labFlags struct {
 	python   string
 	shape    string
 	encap    string
+	reseq    string
 	repeat   int
 	tcp      map[string]int
 }
@@ -53,6 +54,7 @@ func (f *labFlags) register(cmd *cobra.Command, run bool) {
 	fs.StringVar(&f.python, "python", topo.Python, "Python interpreter with Mininet")
 	fs.StringVar(&f.shape, "shape", "", "override the scenario's shape: parallel or split")
 	fs.StringVar(&f.encap, "encap", "", "override the scenario's encap: ip (no NAT on the paths) or udp (as through NAT)")
+	fs.StringVar(&f.reseq, "resequence", "", "override the scenario's resequence: on (the receiving hosts put the tunnel's packets in order) or off")
 	fs.StringToIntVar(&f.tcp, "tcp", nil, "set the hosts' TCP knobs over traffic.tcp's, e.g. reordering=30,dsack=0 ("+strings.Join(scenario.TCPKnobNames(), ", ")+")")
 	if run {
 		fs.StringSliceVar(&f.compare, "compare", nil, "run only these configurations, e.g. rr,auto")
@@ -181,6 +183,12 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 			return "", usagef(cmd, "--encap %q: use ip or udp", f.encap)
 		}
 		s.Encap = f.encap
+	}
+	if f.reseq != "" {
+		if f.reseq != scenario.ResequenceOn && f.reseq != scenario.ResequenceOff {
+			return "", usagef(cmd, "--resequence %q: use on or off", f.reseq)
+		}
+		s.Resequence = f.reseq
 	}
 	if s.Shape == scenario.ShapeSplit && slices.Contains(s.Compare, scenario.ConfigMPTCP) {
 		return "", fmt.Errorf("compare: mptcp needs one interface per path at the hosts, which only shape parallel has; drop it or use --compare")

@@ -1,0 +1,102 @@
+package reseq_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/plait/plait/agent"
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/labnet"
+	"github.com/plait/plait/internal/sockrpc"
+	"github.com/plait/plait/reseq"
+)
+
+// BenchmarkBuffer is the resequencing logic alone, per packet: a flow striped 1:1 over
+// two paths whose skew is 16 packets, so that half the packets wait behind a hole and
+// are copied in and out.
+func BenchmarkBuffer(b *testing.B) {
+	const packets, skew = 1 << 20, 16
+	frame := make([]byte, 1500)
+	var released int
+	for b.Loop() {
+		buf := reseq.New(reseq.MaxHold, func([]byte) { released++ })
+		buf.SetPaths(0b11)
+		start := time.Now()
+		for i := range packets {
+			// Path 0 carries the even seqs on time, path 1 the odd ones skew packets late.
+			seq, path := uint32(i), uint8(0)
+			if i%2 == 1 {
+				seq, path = uint32(i-skew), 1
+			}
+			now := int64(i) * 1000
+			buf.Push(frame, seq, path, now)
+			buf.Expire(now)
+		}
+		b.ReportMetric(float64(time.Since(start).Nanoseconds())/packets, "ns/pkt")
+		b.ReportMetric(float64(buf.C.Bound.Load()+buf.C.Lost.Load()), "given-up")
+	}
+}
+
+// BenchmarkResequencerA2 runs one cubic flow over A2's paths without their loss, the
+// controller steering (auto), with resequencing off and on in alternate rounds, and
+// reports the goodput of each (medians) side by side, and the resequencer's time per
+// packet in that traffic (its loop: reading, ordering, writing back, system calls
+// included).
+func BenchmarkResequencerA2(b *testing.B) {
+	if bin == "" {
+		b.Skip("needs root")
+	}
+	// A2 (topo/scenarios/a2.yaml) without the 0.1 % loss on b.
+	a2 := []labnet.Path{{Name: "a", Rate: "5mbit", Delay: "100ms", Queue: 100}, {Name: "b", Rate: "2mbit", Delay: "10ms", Queue: 100}, {Name: "c", Rate: "7mbit", Delay: "50ms", Queue: 100}}
+	const rounds, seconds, omit = 2, 15, 2
+	for b.Loop() {
+		lab := labnet.New(b, bin, a2, labnet.Options{Telemetry: true})
+		stop := lab.StartController("auto", nil)
+		lab.WaitEstimates(10 * time.Second)
+		h2, conn, err := agent.Dial(lab.Sock2, sockrpc.TLS{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var off, on []float64
+		var retrOff, retrOn int
+		for range rounds {
+			lab.SetResequence(false)
+			g, r := lab.Goodput(b, "10.99.0.2", seconds, omit)
+			off, retrOff = append(off, g), retrOff+r
+			lab.SetResequence(true)
+			g, r = lab.Goodput(b, "10.99.0.2", seconds, omit)
+			on, retrOn = append(on, g), retrOn+r
+		}
+		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		q := st.Tunnels[0].Resequencer
+		packets := q.InOrder + q.Bound + q.Lost + q.Skipped + q.Late
+		conn.Close()
+		stop()
+		b.ReportMetric(median(off)/1e6, "off-Mbit/s")
+		b.ReportMetric(median(on)/1e6, "on-Mbit/s")
+		b.ReportMetric(median(on)/median(off), "on/off")
+		b.ReportMetric(float64(retrOff)/rounds, "off-retrans/run")
+		b.ReportMetric(float64(retrOn)/rounds, "on-retrans/run")
+		b.ReportMetric(float64(q.BusyNs)/float64(max(packets, 1)), "reseq-ns/pkt")
+		b.Logf("off %v, on %v Mbit/s; resequencer %v", mbits(off), mbits(on), q)
+	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func mbits(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(int(x/1e4)) / 100
+	}
+	return out
+}
