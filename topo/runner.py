@@ -497,6 +497,21 @@ def run_config(lab, config, tag=None):
             ],
         }
         res["reordered_ratio"] = d("reordered") / rec if rec > 0 else 0.0
+        # The receiver's resequencer, when the scenario turns it on: packets released in
+        # order, at the bound, as proven lost, skipped, late; the hold at the end.
+        qa, qb = after["resequencer"], before["resequencer"]
+        if qa:
+            q = lambda k: num(qa.get(k, 0)) - num(qb.get(k, 0))
+            res["resequencer"] = {
+                "in_order": q("inOrder"),
+                "bound": q("bound"),
+                "lost": q("lost"),
+                "skipped": q("skipped"),
+                "late": q("late"),
+                "holes": q("holes"),
+                "dropped": q("dropped"),
+                "hold_us": num(qa.get("holdUs", 0)),
+            }
     else:
         res["reordered_ratio"] = None
     # Time series: shares from h1's interfaces, delays and weights from the agents.
@@ -565,6 +580,7 @@ def snapshot(lab, cpid):
         "joins": read_mib(pid, "MPTcpExt").get("MPJoinSynAckRx", 0),
         "tx": tx,
         "reorder": t.get("reorder", {}),
+        "resequencer": t.get("resequencer", {}),
         "switches": switch_counts(lab),
     }
 
