@@ -119,3 +119,32 @@ func TestSequenceJump(t *testing.T) {
 		t.Errorf("skipped %d, in order %d; want 1, 3", c.Skipped.Load(), c.InOrder.Load())
 	}
 }
+
+// A pure ACK is not held: it overtakes the data ahead of it, and is not released again
+// when its turn comes.
+func TestPureACKPasses(t *testing.T) {
+	ack := make([]byte, 14+20+20)
+	ack[14], ack[14+9], ack[14+3] = 0x45, 6, 40 // IPv4, TCP, 40 bytes
+	ack[14+20+12], ack[14+20+13] = 5<<4, 0x10   // no options, ACK
+	data := append(append([]byte(nil), ack...), 1)
+	data[14+3] = 41
+	var out []string
+	b := New(50e6, func(f []byte) {
+		if pureACK(f) {
+			out = append(out, "ack")
+		} else {
+			out = append(out, "data")
+		}
+	})
+	b.SetPaths(0b11)
+	b.Push(data, 1, 0, 0)
+	b.Push(ack, 3, 0, 1e6) // seq 2 is missing
+	b.Push(data, 4, 0, 2e6)
+	b.Push(data, 2, 1, 3e6)
+	if want := []string{"data", "ack", "data", "data"}; !slices.Equal(out, want) {
+		t.Fatalf("released %v, want %v", out, want)
+	}
+	if b.C.Passed.Load() != 1 || b.held != 0 || b.next != 5 {
+		t.Errorf("passed %d, held %d, next %d; want 1, 0, 5", b.C.Passed.Load(), b.held, b.next)
+	}
+}

@@ -508,6 +508,7 @@ def run_config(lab, config, tag=None):
                 "lost": q("lost"),
                 "skipped": q("skipped"),
                 "late": q("late"),
+                "passed": q("passed"),
                 "holes": q("holes"),
                 "dropped": q("dropped"),
                 "hold_us": num(qa.get("holdUs", 0)),

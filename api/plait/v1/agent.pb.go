@@ -1809,7 +1809,7 @@ func (x *TunnelStats) GetResequencer() *ResequencerStats {
 }
 
 // What the receiving end's resequencer did, cumulative since it started; every packet it
-// released counts once in in_order, bound, lost, skipped or late.
+// released counts once in in_order, bound, lost, skipped, late or passed.
 type ResequencerStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	InOrder       uint64                 `protobuf:"varint,1,opt,name=in_order,json=inOrder,proto3" json:"in_order,omitempty"` // released with no hole given up before them (after a wait or not)
@@ -1822,6 +1822,7 @@ type ResequencerStats struct {
 	Held          int64                  `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`                      // waiting now
 	HoldUs        float64                `protobuf:"fixed64,9,opt,name=hold_us,json=holdUs,proto3" json:"hold_us,omitempty"`   // the hold bound now
 	BusyNs        uint64                 `protobuf:"varint,10,opt,name=busy_ns,json=busyNs,proto3" json:"busy_ns,omitempty"`   // CPU time spent moving packets, system calls included
+	Passed        uint64                 `protobuf:"varint,11,opt,name=passed,proto3" json:"passed,omitempty"`                 // pure ACKs passed on ahead of a hole, not held
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1922,6 +1923,13 @@ func (x *ResequencerStats) GetHoldUs() float64 {
 func (x *ResequencerStats) GetBusyNs() uint64 {
 	if x != nil {
 		return x.BusyNs
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetPassed() uint64 {
+	if x != nil {
+		return x.Passed
 	}
 	return 0
 }
@@ -2146,7 +2154,7 @@ const file_agent_proto_rawDesc = "" +
 	"\areorder\x18\x05 \x01(\v2\x16.plait.v1.ReorderStatsR\areorder\x12\x18\n" +
 	"\asignals\x18\x06 \x01(\rR\asignals\x12\x1c\n" +
 	"\ttriggered\x18\a \x01(\rR\ttriggered\x12<\n" +
-	"\vresequencer\x18\b \x01(\v2\x1a.plait.v1.ResequencerStatsR\vresequencer\"\xfb\x01\n" +
+	"\vresequencer\x18\b \x01(\v2\x1a.plait.v1.ResequencerStatsR\vresequencer\"\x93\x02\n" +
 	"\x10ResequencerStats\x12\x19\n" +
 	"\bin_order\x18\x01 \x01(\x04R\ainOrder\x12\x14\n" +
 	"\x05bound\x18\x02 \x01(\x04R\x05bound\x12\x12\n" +
@@ -2158,7 +2166,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x04held\x18\b \x01(\x03R\x04held\x12\x17\n" +
 	"\ahold_us\x18\t \x01(\x01R\x06holdUs\x12\x17\n" +
 	"\abusy_ns\x18\n" +
-	" \x01(\x04R\x06busyNs\"\xa0\x02\n" +
+	" \x01(\x04R\x06busyNs\x12\x16\n" +
+	"\x06passed\x18\v \x01(\x04R\x06passed\"\xa0\x02\n" +
 	"\x05Stats\x12/\n" +
 	"\atunnels\x18\x01 \x03(\v2\x15.plait.v1.TunnelStatsR\atunnels\x123\n" +
 	"\x06sender\x18\x02 \x03(\v2\x1b.plait.v1.Stats.SenderEntryR\x06sender\x129\n" +
