@@ -59,9 +59,9 @@ type receiverRxReseq struct {
 type receiverRxShared struct {
 	_        structs.HostLayout
 	Started  uint32
+	Resyncs  uint32
 	MaxSeq   uint32
 	Arrivals uint32
-	Resyncs  uint32
 	Recent   [4]uint32
 	_        [32]byte
 	Paths    [8]struct {

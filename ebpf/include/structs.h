@@ -125,9 +125,11 @@ struct gap_slot {
 /* Sequence tracking of one tunnel: written with atomics by whichever CPU receives. */
 struct rx_shared {
 	__u32 started;
+	__u32 resyncs;
+	/* One 64-bit word, so that one compare-and-swap takes a packet's arrival index and
+	 * raises the maximum (take_arrival). */
 	__u32 max_seq;
 	__u32 arrivals; /* next arrival index */
-	__u32 resyncs;
 	__u32 recent[4]; /* seqs of the last arrivals, by arrival index & 3 */
 	struct rx_path_shared paths[PLAIT_MAX_PATHS] __attribute__((aligned(64))); /* a line each */
 	struct gap_slot gaps[GAP_RING];
@@ -136,8 +138,10 @@ struct rx_shared {
 	__u64 replay[REPLAY_WORDS]; /* ... and which seqs behind it were (bit seq % 8192) */
 };
 
-/* Per CPU and path. The fields every in-order data packet updates come first, in one
- * cache line: a packet's cost is mostly the lines it touches. */
+_Static_assert(__builtin_offsetof(struct rx_shared, arrivals) == __builtin_offsetof(struct rx_shared, max_seq) + 4 &&
+	       __builtin_offsetof(struct rx_shared, max_seq) % 8 == 0, "max_seq and arrivals are one word");
+
+/* Per CPU and path; the fields every in-order data packet updates come first. */
 struct rx_path_stats {
 	__u64 packets;
 	__u64 bytes;
