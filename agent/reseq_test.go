@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/nstest"
 )
 
 // With resequencing on at the receiving end, the tunnel carries pings both ways and a
@@ -34,6 +36,48 @@ func TestResequencerCarriesTraffic(t *testing.T) {
 	}
 	if q.Held != 0 {
 		t.Errorf("the resequencer still holds %d packets after the flow ended", q.Held)
+	}
+}
+
+// An agent that stops hands the tunnel back to direct delivery, so a flow goes on while
+// it is away, and the restarted agent resequences again from its saved configuration.
+func TestResequencerAcrossRestart(t *testing.T) {
+	p := newPair(t, 2)
+	ctx := context.Background()
+	for _, h := range []struct {
+		ns            *nstest.NS
+		a             *Agent
+		local, remote string
+	}{{p.h1, p.a1, "1", "2"}, {p.h2, p.a2, "2", "1"}} {
+		c := tunnelConfig(h.local, h.remote, 2)
+		c.Resequence = true
+		if _, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(ctx, c) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.h2.Start("iperf3", "-s", "-1")
+	waitListen(t, p)
+	iperf, out := p.h1.Start("iperf3", "-c", "10.99.0.2", "-t", "4", "-b", "50M")
+	time.Sleep(time.Second)
+	stateFile, pin := p.a2.opts.stateFile, p.a2.opts.pinDir
+	p.a2.Close()
+	// At once, not a lease later.
+	p.h1.Run("ping", "-c", "3", "-i", "0.05", "-W", "1", "10.99.0.2")
+	time.Sleep(time.Second)
+	var a *Agent
+	if err := p.h2.Do(func() (err error) {
+		a, err = New(WithPinDir(pin), WithStateFile(stateFile), WithLogger(slog.New(slog.DiscardHandler)))
+		return err
+	}); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	runSampler(t, p.h2, a)
+	if err := iperf.Wait(); err != nil {
+		t.Fatalf("iperf3 across the restart: %v\n%s", err, out())
+	}
+	if q := stats(t, p.h2, a, time.Second).Resequencer; q == nil || q.InOrder == 0 {
+		t.Errorf("the restarted agent resequences nothing: %v", q)
 	}
 }
 
