@@ -106,3 +106,54 @@ func mustPaths(t *testing.T, ctl pb.ControllerClient) *pb.PathsResponse {
 	}
 	return p
 }
+
+// A path fails one way (towards h2) while the controller is down: h2 hears nothing on
+// it, h1 hears h2 on it as before. h1, the sender into the dead direction, takes it out
+// of its split within 300 ms, told by h2's liveness report; h2 keeps it, as its own
+// direction works; a flow h1 -> h2 never stalls for a second; the path goes back into
+// h1's split once it works again.
+func TestOneWayFailureReachesTheSender(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	lab := labnet.New(t, bin, a2, labnet.Options{Telemetry: true})
+	lab.StartController("auto", nil)
+	lab.WaitEstimates(10 * time.Second)
+	lab.KillController()
+	var ags []pb.AgentClient
+	for _, sock := range []string{lab.Sock1, lab.Sock2} {
+		ag, conn, err := agent.Dial(sock, sockrpc.TLS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ags = append(ags, ag)
+	}
+	wait := flow(t, lab, 10)
+	time.Sleep(3 * time.Second)
+
+	down := time.Now()
+	lab.SetLink(3, false, "--down") // towards h2 only
+	pathUp(t, ags[0], "c", false, time.Second)
+	tookOut := time.Since(down)
+	// h2, which hears nothing on c, may take it out of its own split until h1's
+	// reports say h1 hears it; then it keeps it.
+	h2back := pathUp(t, ags[1], "c", true, time.Second)
+	time.Sleep(500 * time.Millisecond)
+	pathUp(t, ags[1], "c", true, 0)
+
+	back := time.Now()
+	lab.SetLink(3, false, "--up")
+	pathUp(t, ags[0], "c", true, 2*time.Second)
+	putBack := time.Since(back)
+	stall := wait()
+	t.Logf("c out of h1's split %v after it failed towards h2, back %v after it recovered; in h2's split %v after h1 took it out, and kept; longest stall %v", tookOut, putBack, h2back, stall)
+	// The receiving end's 300 ms, and the report's trip back over the other direction's
+	// paths, at most a2's longest one-way delay (100 ms).
+	if tookOut > 400*time.Millisecond {
+		t.Errorf("the sender took the dead path out after %v, want within 400 ms", tookOut)
+	}
+	if stall > maxStall {
+		t.Errorf("the flow stalled for %v", stall)
+	}
+}

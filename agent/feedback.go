@@ -1,0 +1,199 @@
+package agent
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/dchest/siphash"
+	"golang.org/x/net/ipv4"
+
+	"github.com/plait/plait/wire"
+)
+
+// Liveness reports: a path that fails one way is silent only at its receiving end, while
+// its sender, which hears the other way, would keep sending into it. So each end tells
+// the other, at once when it changes and every livenessDetect otherwise, which of the
+// peer's paths it hears: a report, sent through the tunnel itself from this end's tunnel address to the
+// peer's (both on the tunnel's UDP port), so that it takes whichever paths work and is
+// checked as all the tunnel's packets are (the peer check, the tag, the replay window,
+// the inner source). It needs the peer's tunnel address (peer_address). A report is
+//
+//	magic "PLVR" | version 1 | paths n | tunnel id (2) | sent, Unix ns (8) | heard (8)
+//
+// big-endian, heard's bit i set when path i delivered within livenessDetect, followed,
+// on a tunnel with keys, by a SipHash-2-4 tag of the 24 bytes under its first key
+// (little-endian, as the datapath's). The receiver takes it only from the peer's
+// address, arriving on the tunnel device, with a tag under one of the keys, and newer
+// than the last it took (reports cross paths of different delays).
+const (
+	reportLen     = 24
+	reportVersion = 1
+	// reportFresh is how long a report is news: a few report intervals. Older, the
+	// peer's view is unknown (its agent stopped, or nothing reaches this end), and this
+	// end judges by what it hears itself.
+	reportFresh = 3 * livenessDetect
+)
+
+var reportMagic = [4]byte{'P', 'L', 'V', 'R'}
+
+type report struct {
+	tunnel uint16
+	paths  uint8
+	sent   int64  // Unix ns
+	heard  uint64 // bit i: path i delivered
+}
+
+func (r report) marshal(keys []wire.Key) []byte {
+	b := make([]byte, reportLen, reportLen+wire.TagLen)
+	copy(b, reportMagic[:])
+	b[4], b[5] = reportVersion, r.paths
+	binary.BigEndian.PutUint16(b[6:], r.tunnel)
+	binary.BigEndian.PutUint64(b[8:], uint64(r.sent))
+	binary.BigEndian.PutUint64(b[16:], r.heard)
+	if len(keys) > 0 {
+		b = binary.LittleEndian.AppendUint64(b, reportTag(&keys[0], b))
+	}
+	return b
+}
+
+func reportTag(k *wire.Key, b []byte) uint64 {
+	return siphash.Hash(binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:]), b[:reportLen])
+}
+
+var errReport = errors.New("not a liveness report of this tunnel")
+
+func parseReport(b []byte, tunnel uint16, keys []wire.Key) (report, error) {
+	want := reportLen
+	if len(keys) > 0 {
+		want += wire.TagLen
+	}
+	if len(b) != want || [4]byte(b[:4]) != reportMagic || b[4] != reportVersion || binary.BigEndian.Uint16(b[6:]) != tunnel {
+		return report{}, errReport
+	}
+	if len(keys) > 0 {
+		tag, ok := binary.LittleEndian.Uint64(b[reportLen:]), false
+		for i := range keys {
+			ok = ok || reportTag(&keys[i], b) == tag
+		}
+		if !ok {
+			return report{}, errReport
+		}
+	}
+	return report{tunnel: tunnel, paths: b[5], sent: int64(binary.BigEndian.Uint64(b[8:])), heard: binary.BigEndian.Uint64(b[16:])}, nil
+}
+
+// feedback is one tunnel's report channel to its peer.
+type feedback struct {
+	local, peer netip.AddrPort
+	device      string
+	ifindex     int // the device's, when the channel was opened
+	tunnel      uint16
+	conn        *net.UDPConn
+	kick        chan struct{} // told when the peer's view changes
+
+	mu        sync.Mutex
+	keys      []wire.Key
+	last      report    // the newest report taken
+	at        time.Time // when it came; zero: none yet
+	sent      time.Time
+	sentHeard uint64 // heard, as last sent
+}
+
+// openFeedback binds the tunnel's report socket to its local tunnel address; the agent
+// made the address, so no other process holds it first unless it binds every address.
+func openFeedback(tunnel uint16, device string, local, peer netip.AddrPort, kick chan struct{}) (*feedback, error) {
+	ifi, err := net.InterfaceByName(device)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(local))
+	if err != nil {
+		return nil, err
+	}
+	pc := ipv4.NewPacketConn(conn)
+	if err := pc.SetControlMessage(ipv4.FlagInterface, true); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	f := &feedback{local: local, peer: peer, device: device, ifindex: ifi.Index, tunnel: tunnel, conn: conn, kick: kick}
+	go f.receive(pc)
+	return f, nil
+}
+
+func (f *feedback) close() { f.conn.Close() }
+
+func (f *feedback) receive(pc *ipv4.PacketConn) {
+	buf := make([]byte, 128)
+	for {
+		n, cm, src, err := pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		// Only what the receiver decapsulated arrives on the tunnel device.
+		ua, ok := src.(*net.UDPAddr)
+		if !ok || ua.AddrPort().Addr().Unmap() != f.peer.Addr() || cm == nil || cm.IfIndex != f.ifindex {
+			continue
+		}
+		f.mu.Lock()
+		r, err := parseReport(buf[:n], f.tunnel, f.keys)
+		now := time.Now()
+		// Newer than the last, or the last is old (the peer's clock was set back).
+		changed := false
+		if err == nil && (r.sent > f.last.sent || now.Sub(f.at) > time.Second) {
+			changed = r.heard != f.last.heard
+			f.last, f.at = r, now
+		}
+		f.mu.Unlock()
+		if changed {
+			select {
+			case f.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// send sends this end's report when it changed, or livenessDetect after the last.
+func (f *feedback) send(now time.Time, paths int, heard uint64, keys []wire.Key) {
+	f.mu.Lock()
+	f.keys = keys
+	news := heard != f.sentHeard || f.sent.IsZero()
+	due := news || now.Sub(f.sent) >= livenessDetect
+	if due {
+		f.sent, f.sentHeard = now, heard
+	}
+	f.mu.Unlock()
+	if !due {
+		return
+	}
+	r := report{tunnel: f.tunnel, paths: uint8(paths), sent: now.UnixNano(), heard: heard}
+	// News goes in as many copies as paths, which the split spreads over several of
+	// them: one that meets a dead path or a long one does not hold it back (the
+	// receiver takes the first). A full socket buffer or a tunnel that carries nothing
+	// only costs the report.
+	copies := 1
+	if news {
+		copies = paths
+	}
+	b := r.marshal(keys)
+	for range copies {
+		f.conn.WriteToUDPAddrPort(b, f.peer)
+	}
+}
+
+// heard returns the peer's latest report while it is fresh.
+func (f *feedback) heard(now time.Time, paths int) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.at.IsZero() || now.Sub(f.at) > reportFresh || int(f.last.paths) != paths {
+		return 0, false
+	}
+	return f.last.heard, true
+}
