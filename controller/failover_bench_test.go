@@ -13,7 +13,8 @@ import (
 // BenchmarkFailover measures on the A2 lab, with a TCP flow running, how long a path
 // that fails both ways keeps its share (link down to weight 0 in both agents) and how
 // long a recovered one waits for it (link up to a share again), with the controller
-// running and with the controller down (the agents alone), side by side. The clock
+// running and with the controller down (the agents alone), side by side, and a path that
+// fails towards h2 only, with the agents alone (h1 out, back in). The clock
 // starts before the `plait link set` that changes the link, so the figures include
 // that command's start (tens of ms).
 func BenchmarkFailover(b *testing.B) {
@@ -33,7 +34,7 @@ func BenchmarkFailover(b *testing.B) {
 			defer conn.Close()
 			ags = append(ags, ag)
 		}
-		wait := flow(b, lab, 12)
+		wait := flow(b, lab, 15)
 		time.Sleep(2 * time.Second)
 		cycle := func(label string) {
 			start := time.Now()
@@ -54,6 +55,16 @@ func BenchmarkFailover(b *testing.B) {
 		cycle("controller")
 		lab.KillController()
 		cycle("agents")
+		// One way (towards h2): the sender, h1, learns it from h2's liveness report.
+		start := time.Now()
+		lab.SetLink(3, false, "--down")
+		pathUp(b, ags[0], "c", false, 2*time.Second)
+		b.ReportMetric(float64(time.Since(start).Microseconds())/1e3, "agents-oneway-down-ms")
+		time.Sleep(time.Second)
+		start = time.Now()
+		lab.SetLink(3, false, "--up")
+		pathUp(b, ags[0], "c", true, 3*time.Second)
+		b.ReportMetric(float64(time.Since(start).Microseconds())/1e3, "agents-oneway-up-ms")
 		b.ReportMetric(float64(wait().Microseconds())/1e3, "stall-ms")
 	}
 }
