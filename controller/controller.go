@@ -388,12 +388,15 @@ func (c *Controller) followAgent(ctx context.Context, a *agentConn) error {
 	}
 	cl := pb.NewAgentClient(conn)
 	list, err := cl.ListTunnels(ctx, &pb.Empty{})
-	if err == nil {
-		err = c.giveKeys(ctx, a.name, cl, list)
-	}
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("agent %s: %w", a.name, err)
+	}
+	// An agent that cannot take its keys is still steered; status says why.
+	keysErr := ""
+	if err := c.giveKeys(ctx, a.name, cl, list); err != nil {
+		keysErr = fmt.Sprintf("agent %s: %v", a.name, err)
+		c.opts.log.Warn("keys not given", "agent", a.name, "err", err)
 	}
 	stream, err := cl.WatchStats(ctx, &pb.StatsRequest{IntervalMs: uint32(c.statsEvery().Milliseconds())})
 	if err != nil {
@@ -401,7 +404,7 @@ func (c *Controller) followAgent(ctx context.Context, a *agentConn) error {
 		return fmt.Errorf("agent %s: %w", a.name, err)
 	}
 	a.mu.Lock()
-	a.cl, a.conn, a.lastErr = cl, conn, ""
+	a.cl, a.conn, a.lastErr = cl, conn, keysErr
 	a.reconnects++
 	a.mu.Unlock()
 

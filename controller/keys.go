@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -10,10 +11,12 @@ import (
 
 // giveKeys installs the network file's tunnel keys on an agent that has just connected,
 // over its API connection (mutual TLS off loopback), on each of its tunnels whose key ids
-// differ from the file's; list is updated to what the agent holds then. The keys travel
-// only in the request: the controller never logs, prints or returns them (Keys prints
-// ids), and the agent answers with ids.
+// differ from the file's; list is updated to what the agent holds then. A tunnel that
+// cannot take them (one added without authentication) is reported, and the rest go on.
+// The keys travel only in the request: the controller never logs, prints or returns
+// them (Keys prints ids), and the agent answers with ids.
 func (c *Controller) giveKeys(ctx context.Context, name string, cl pb.AgentClient, list *pb.ListTunnelsResponse) error {
+	var errs []error
 	for _, t := range c.net.Tunnels {
 		if len(t.Keys) == 0 || t.Hosts[0] != name && t.Hosts[1] != name {
 			continue
@@ -28,11 +31,12 @@ func (c *Controller) giveKeys(ctx context.Context, name string, cl pb.AgentClien
 			}
 			got, err := cl.SetKeys(ctx, req)
 			if err != nil {
-				return fmt.Errorf("keys of tunnel %d: %w", t.ID, err)
+				errs = append(errs, fmt.Errorf("keys of tunnel %d: %w", t.ID, err))
+				continue
 			}
 			list.Tunnels[i] = got
 			c.opts.log.Info("keys given", "agent", name, "tunnel", t.ID, "key_ids", t.Keys.IDs())
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

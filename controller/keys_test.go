@@ -40,16 +40,7 @@ func TestControllerGivesKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(lab.Network("auto", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	network := filepath.Join(lab.Dir, "network-keys.yaml")
-	if err := os.WriteFile(network, append(b, "    keys: ["+keyFile+"]\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd, out := lab.Ctl.Start(bin, "controller", "--network", network, "--listen", lab.CtlSock, "--metrics", "")
-	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	out := startWithKeys(t, lab, keyFile)
 
 	want := []string{agent.KeyID(key[:])}
 	var ags []pb.AgentClient
@@ -128,4 +119,58 @@ func TestControllerGivesKeys(t *testing.T) {
 	if !strings.Contains(out(), want[0]) {
 		t.Errorf("the controller's log does not name the key it gave by its id %s:\n%s", want[0], out())
 	}
+}
+
+// startWithKeys starts the lab's controller with a network file whose tunnel names
+// keyFile, and returns its output so far.
+func startWithKeys(t *testing.T, lab *labnet.Lab, keyFile string) (out func() string) {
+	t.Helper()
+	b, err := os.ReadFile(lab.Network("auto", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	network := filepath.Join(lab.Dir, "network-keys.yaml")
+	if err := os.WriteFile(network, append(b, "    keys: ["+keyFile+"]\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := lab.Ctl.Start(bin, "controller", "--network", network, "--listen", lab.CtlSock, "--metrics", "")
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	return out
+}
+
+// A tunnel added without authentication cannot take the network file's keys: the
+// controller says so in status and still steers it.
+func TestControllerReportsKeysItCannotGive(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	lab := labnet.New(t, bin, a2[:2], labnet.Options{NoAuth: true})
+	keyFile := filepath.Join(t.TempDir(), "new.key")
+	if err := agent.WriteKeyFile(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	startWithKeys(t, lab, keyFile)
+	var ctl pb.ControllerClient
+	for deadline := time.Now().Add(10 * time.Second); ctl == nil; time.Sleep(50 * time.Millisecond) {
+		c, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
+		if err == nil {
+			defer conn.Close()
+			ctl = c
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	st := waitStatus(t, ctl, 10*time.Second, "agents connected, keys refused", func(st *pb.StatusResponse) bool {
+		for _, a := range st.Agents {
+			if !a.Connected || !strings.Contains(a.LastError, "does not authenticate") {
+				return false
+			}
+		}
+		return len(st.Agents) == 2
+	})
+	t.Logf("%s: %s", st.Agents[0].Name, st.Agents[0].LastError)
+	waitStatus(t, ctl, 10*time.Second, "the tunnel steered", func(*pb.StatusResponse) bool {
+		p, err := ctl.Paths(context.Background(), &pb.PathsRequest{TunnelId: 1})
+		return err == nil && len(p.Directions) == 2 && p.Directions[0].Mode != "-"
+	})
 }
