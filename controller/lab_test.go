@@ -113,8 +113,11 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 	t.Logf("flowing after %v converged after %v: weights %.3f, %s", flowing, converged, weights(d), d.Reason)
 	// Timed from the first delivery the controller saw, not from iperf3's start: a busy
 	// machine delays the flow's handshake (a lost SYN waits 1 s), not the controller.
-	if converged == 0 || converged-flowing > 3*time.Second {
-		t.Errorf("weights %.3f did not reach 5:2:7 ±10%% within 3 s of the first delivery (flowing after %v, converged after %v)", weights(d), flowing, converged)
+	// The slow-start feed may hold the fastest path above its share for up to 3 s by
+	// design (docs/controller.md#slow-start-feed) when the flow ramps slowly, so the
+	// limit is that plus a second to settle.
+	if converged == 0 || converged-flowing > 4*time.Second {
+		t.Errorf("weights %.3f did not reach 5:2:7 ±10%% within 4 s of the first delivery (flowing after %v, converged after %v)", weights(d), flowing, converged)
 	}
 
 	// Raising path b's delay by 50 ms is answered within 1 s: the controller's estimate of
