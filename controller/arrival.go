@@ -3,6 +3,7 @@ package controller
 import (
 	"math"
 	"slices"
+	"time"
 )
 
 // Evening the arrivals of the paths in use: edpf's delay correction, wrr's balance, and
@@ -52,16 +53,27 @@ func (o *optimizer) correct(ests []*pathEstimator) {
 	}
 }
 
-// probe raises the capacity estimate of paths that carry packets yet stay queue-free
-// while another path in use holds a queue: the flow wants more than the split gives
-// them. A path edpf leaves idle (its delay is not worth it) is not under-fed.
-func (o *optimizer) probe(ests []*pathEstimator) {
-	anyBusy := false
+// probe raises the capacity estimate of paths that carry packets yet have held no queue
+// through the last standMin while another path in use has queued long enough for a busy
+// stretch to measure it: the flow wants more than the split gives them. (While the queued
+// path is not measured yet, it may be the one estimated too high: a path whose capacity
+// fell queues, and the others then carry less than they could as well.) Only an
+// under-estimate needs this. A path estimated too high is fed
+// past its capacity, queues, and its busy stretch measures it exactly; one estimated too
+// low is fed below its capacity, never queues, and nothing it delivers says by how much
+// (a self-clocked flow leaves no gaps for probe trains, and pairs read on a link that
+// sends per TTI or a host that batches arrivals come out short: the lab's 1 ms TTI read a
+// 79 Mbit/s path as 23). Raised until it queues too, it is then measured. A path edpf
+// leaves idle (its delay is not worth it) is not under-fed. Under wrr it is the only way
+// a path's capacity increase reaches the weights while the split under-feeds it.
+func (o *optimizer) probe(now time.Time, ests []*pathEstimator) {
+	anyQueued := false
 	for i, e := range ests {
-		anyBusy = anyBusy || (o.set[i] && e.est.Busy)
+		_, measured := e.busyRate()
+		anyQueued = anyQueued || (o.set[i] && e.est.Alive && measured && e.queued(now))
 	}
 	for i, e := range ests {
-		if o.set[i] && anyBusy && !e.est.Busy && e.est.RxPackets >= minPackets {
+		if o.set[i] && e.est.Alive && anyQueued && !e.queued(now) && e.est.RxPackets >= minPackets {
 			o.starved[i]++
 			if o.starved[i] >= 2 {
 				e.raise(probeUp)

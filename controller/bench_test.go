@@ -61,8 +61,9 @@ func BenchmarkControllerGoodput(b *testing.B) {
 }
 
 // BenchmarkControllerReaction measures how long the controller takes to get the weights
-// right after a path's capacity changes (median of 5 changes), and how long a reweight
-// from the CLI takes to reach the datapath.
+// right after a path's capacity changes (median of 5 changes, and the slowest of the two
+// increases: the split then under-feeds the path, so nothing queues to measure it), and
+// how long a reweight from the CLI takes to reach the datapath.
 func BenchmarkControllerReaction(b *testing.B) {
 	if bin == "" {
 		b.Skip("needs root")
@@ -81,6 +82,7 @@ func BenchmarkControllerReaction(b *testing.B) {
 
 		// Path c alternates between 7 and 3.5 Mbit/s.
 		var took []time.Duration
+		var up time.Duration // the slowest increase
 		for i := 0; i < 5; i++ {
 			rate, want := "3500kbit", []float64{5, 2, 3.5}
 			if i%2 == 1 {
@@ -105,14 +107,20 @@ func BenchmarkControllerReaction(b *testing.B) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			took = append(took, time.Since(start))
+			if i%2 == 1 {
+				up = max(up, time.Since(start))
+			}
 			if !within(got, want, 0.10) {
 				b.Logf("path c at %s: weights still %.3f after 8 s, want the ratio of %v:\n%s", rate, got, want, strings.Join(trace, "\n"))
+			} else if took[i] > time.Second {
+				b.Logf("path c at %s: weights %.3f after %v:\n%s", rate, got, took[i], strings.Join(trace, "\n"))
 			}
 			time.Sleep(2 * time.Second)
 		}
+		b.Logf("convergence after each capacity change, down and up in turn: %v", took)
 		slices.Sort(took)
 		b.ReportMetric(took[2].Seconds()*1e3, "converge-ms(median)")
-		b.Logf("convergence after a capacity change: %v", took)
+		b.ReportMetric(up.Seconds()*1e3, "converge-up-ms(max)")
 
 		// From the operator's command to the datapath: plait weights set, then the agent's
 		// view of the tunnel shows the new weights.

@@ -164,7 +164,7 @@ func (d *direction) observe(now time.Time, trace *tracer) (livenessChanged bool)
 			At: now, Interval: time.Duration(d.rx.IntervalS * float64(time.Second)),
 			RxBps: p.RxBps, RxBytes: p.RxBytes, RxPackets: p.RxPackets, Lost: p.Lost, Late: p.Late,
 			OwdMin: p.OwdMinUs, OwdMean: p.OwdMeanUs, Queue: p.QueueUs,
-			DispBps: p.DispersionBps, DispN: p.DispersionSamples, RxAge: age,
+			DispBps: p.DispersionBps, DispN: p.DispersionSamples, RxAge: age, Jitter: p.JitterUs,
 		}
 		if i < len(txBps) {
 			o.TxBps = txBps[i]

@@ -489,3 +489,34 @@ func TestAheadIsTheQueueInFlight(t *testing.T) {
 		t.Fatalf("ahead %.0f µs with nothing known in flight, want NaN", est.Ahead)
 	}
 }
+
+// A link that keeps order under jitter holds each packet until the ones before it left,
+// so under load its packets ride the top of the jitter, a few ms over the base that idle
+// probes measured. Fed a tenth of its rate, such a path is not busy and its deliveries
+// are no capacity; a queue well above its jitter is.
+func TestJitterIsNotAStandingQueue(t *testing.T) {
+	const jitter = 2800.0 // µs, RFC 3550's: ±4.2 ms uniform
+	e := newPathEstimator()
+	var rx uint64
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * step) }
+	e.update(Observation{At: at(0), Interval: step, RxAge: time.Millisecond, OwdMin: 48e3, OwdMean: 50e3, Queue: math.NaN(), Jitter: jitter})
+	for k := 1; k < 40; k++ {
+		rx += 9e6 / 8 * 50 / 1000
+		est := e.update(Observation{At: at(k), Interval: step, RxBps: 9e6, RxBytes: rx, RxPackets: rx / 1514, RxAge: time.Millisecond,
+			OwdMin: 48e3 + 3.5e3, OwdMean: 48e3 + 6e3, Queue: math.NaN(), Jitter: jitter})
+		if est.Busy || e.queued(at(k)) {
+			t.Fatalf("report %d: a standing 3.5 ms under 2.8 ms of jitter read as a queue", k)
+		}
+	}
+	if e.busyKnown {
+		t.Fatalf("a busy stretch measured the path at %.1f Mbit/s, its share", e.est.Capacity/1e6)
+	}
+	for k := 40; k < 50; k++ {
+		rx += 9e6 / 8 * 50 / 1000
+		e.update(Observation{At: at(k), Interval: step, RxBps: 9e6, RxBytes: rx, RxPackets: rx / 1514, RxAge: time.Millisecond,
+			OwdMin: 48e3 + 30e3, OwdMean: 48e3 + 33e3, Queue: math.NaN(), Jitter: jitter})
+	}
+	if !e.est.Busy || !e.busyKnown {
+		t.Fatalf("a standing 30 ms under 2.8 ms of jitter: busy=%v, measured=%v", e.est.Busy, e.busyKnown)
+	}
+}

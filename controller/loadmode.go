@@ -17,7 +17,11 @@ const (
 )
 
 // bulkLoad decides, with hysteresis, whether the direction carries bulk traffic: more than
-// a share of what its lowest-delay live path can carry.
+// a share of what its lowest-delay live path can carry. A direction of full-sized packets
+// that delivers little is not light either: it is a bulk flow whose window collapsed (a
+// timeout, or a burst of spurious recoveries), which spread over the paths again as it
+// regrows would meet reordering at its least tolerant; light traffic (ACKs, interactive
+// flows) is made of small packets.
 func (o *optimizer) bulkLoad(now time.Time, ests []*pathEstimator) bool {
 	var delivered float64
 	fastest, fastDelay := -1, math.Inf(1)
@@ -28,6 +32,9 @@ func (o *optimizer) bulkLoad(now time.Time, ests []*pathEstimator) bool {
 		delivered += e.lastRate()
 	}
 	o.load += loadGain * (delivered - o.load)
+	if full, ok := fullSized(ests); ok {
+		o.full = full // a report without packets leaves the verdict as it was
+	}
 	if fastest < 0 {
 		return o.bulk
 	}
@@ -40,7 +47,7 @@ func (o *optimizer) bulkLoad(now time.Time, ests []*pathEstimator) bool {
 	case !o.bulk && o.load > bulkAbove*c:
 		o.bulk = true
 		o.lightSince = time.Time{}
-	case o.bulk && o.load < lightBelow*c:
+	case o.bulk && o.load < lightBelow*c && !o.full:
 		if o.lightSince.IsZero() {
 			o.lightSince = now
 		} else if now.Sub(o.lightSince) >= lightFor {
@@ -50,4 +57,16 @@ func (o *optimizer) bulkLoad(now time.Time, ests []*pathEstimator) bool {
 		o.lightSince = time.Time{}
 	}
 	return o.bulk
+}
+
+// fullSized: the direction's packets of the last report average at least half a
+// full-sized frame, as a bulk flow's segments do; an ACK stream's or an interactive
+// flow's do not. ok is false when the report held no packets.
+func fullSized(ests []*pathEstimator) (full, ok bool) {
+	var bits, pkts float64
+	for _, e := range ests {
+		bits += e.lastRate() * e.prev.Interval.Seconds()
+		pkts += float64(e.est.RxPackets)
+	}
+	return pkts > 0 && bits/pkts >= frameBits/2, pkts > 0
 }

@@ -59,6 +59,7 @@ func (t target) shares() []float64 {
 type optimizer struct {
 	load       float64 // smoothed delivery rate of the direction, bit/s
 	bulk       bool
+	full       bool // the direction's packets are full-sized (see fullSized)
 	lightSince time.Time
 
 	set      []bool // paths the split may use
@@ -132,17 +133,23 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	if o.bulkLoad(now, ests) {
 		mode = model.WRR
 	}
+	if o.set != nil {
+		o.probe(now, ests) // before the weights are read from the capacities
+	}
 	choice := o.chooseSet(now, ests, mode, tcp)
 	if mode == model.WRR {
 		t.mode, t.weights = pb.Mode_MODE_WRR, o.feedFast(now, ests, balance(ests, choice))
-		t.signal = o.congested(now, ests, t.weights)
-		o.trigger = o.triggerFor(now, ests, t.weights)
-		t.trigger = o.trigger
+		// BBR paces at the rate it measured and does not cut its window on a loss: a
+		// signal would cost it a retransmission and shorten no queue.
+		if tcp.CC != model.BBR {
+			t.signal = o.congested(now, ests, t.weights)
+			o.trigger = o.triggerFor(now, ests, t.weights)
+			t.trigger = o.trigger
+		}
 		t.est = o.estimates(ests, o.set) // the probe trains' capacities
 		return t
 	}
 	o.correct(ests)
-	o.probe(ests)
 	t.mode, t.est = pb.Mode_MODE_EDPF, o.estimates(ests, o.set)
 	t.trigger = o.trigger // for the bulk flow that may follow
 	return t

@@ -439,3 +439,91 @@ func TestBulkSplitWaitsForTrains(t *testing.T) {
 		t.Errorf("shares %.3f with path 0 read from two trains, want it in", w)
 	}
 }
+
+// Under wrr a path whose capacity is estimated short gets less than it carries, so it
+// never queues and no busy stretch measures it; while the others queue, its estimate is
+// raised until it is fed enough to queue too: within a second from half its capacity.
+// Paths that queue alike keep their estimates; so do the others while a queued path is
+// not measured yet (its capacity may be the one that changed, downwards).
+func TestUnderFedPathIsRaisedUnderWRR(t *testing.T) {
+	caps, delays := []float64{7e6, 7e6}, []float64{20e3, 20e3}
+	for _, c := range []struct {
+		name               string
+		underFed, measured bool
+		want               float64 // path 1's share after 1 s, at least
+	}{
+		{"under-fed", true, true, 0.45},
+		{"both queued", false, true, 1.0 / 3},
+		{"the queued path not measured yet", true, false, 1.0 / 3},
+	} {
+		ests := known(caps, delays, 14e6)
+		ests[1].est.Capacity = 3.5e6 // the path carries 7 Mbit/s; the estimate is stale
+		o := newOptimizer(2, t0)
+		var w []float64
+		for i := 0; i <= 10; i++ {
+			now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+			for j, e := range ests {
+				q := 10e3 // µs: the fed paths' standing queue, over two frames' serialisation
+				if j == 1 && c.underFed {
+					q = 0
+				}
+				e.floors = append(e.floors, timed{now, q})
+				e.deliv = append(e.deliv, delivery{now, uint64(i) * 87500, q > 0 && c.measured}) // 7 Mbit/s
+				e.est.RxPackets = 20
+			}
+			w = o.decide(now, ests, "auto", nil, model.TCP{}).shares()
+		}
+		if mode := o.setMode; mode != model.WRR {
+			t.Fatalf("mode %v, want wrr", mode)
+		}
+		if w[1] < c.want-0.02 || c.want < 0.4 && w[1] > c.want+0.02 {
+			t.Errorf("%s: shares %.3f after 1 s, want path 1 at %.3f", c.name, w, c.want)
+		}
+	}
+}
+
+// A bulk flow whose window collapsed delivers little but still in full-sized packets: it
+// stays striped by wrr, where small packets at the same rate go to edpf.
+func TestCollapsedBulkFlowIsNotLight(t *testing.T) {
+	for _, frame := range []float64{frameBits, 800} {
+		ests := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
+		o := newOptimizer(3, t0)
+		decideN(o, ests, 10, model.TCP{})
+		deliver(ests, frame, 0.25e6, 0.05e6, 0.25e6) // under 30 % of path b's 2 Mbit/s
+		var m pb.Mode
+		for i := 10; i < 50; i++ {
+			m = o.decide(t0.Add(time.Duration(i)*100*time.Millisecond), ests, "auto", nil, model.TCP{}).mode
+		}
+		if want := map[bool]pb.Mode{true: pb.Mode_MODE_WRR, false: pb.Mode_MODE_EDPF}[frame == frameBits]; m != want {
+			t.Errorf("%.0f-bit packets at 0.55 Mbit/s for 4 s: mode %v, want %v", frame, m, want)
+		}
+	}
+}
+
+// BBR does not cut its window on a loss: its flows get no early signal and no trigger,
+// on queues that give a cubic flow both.
+func TestNoCongestionSignalForBBR(t *testing.T) {
+	caps, delays := []float64{35.9e6, 18.4e6, 33.3e6, 14.7e6}, []float64{20e3, 35e3, 25e3, 45e3}
+	for _, cc := range []model.CC{model.Cubic, model.BBR} {
+		ests := known(caps, delays, 102e6)
+		o := newOptimizer(len(caps), t0)
+		signals, triggers := 0, 0
+		for d := time.Duration(0); d < 2*time.Second; d += 100 * time.Millisecond {
+			for _, e := range ests {
+				q := 30e3 + float64(d/(100*time.Millisecond))*10
+				e.est.Owd = e.est.Base + q
+				e.floors = append(e.floors, timed{t0.Add(d), q})
+			}
+			tg := o.decide(t0.Add(d), ests, "auto", nil, model.TCP{CC: cc})
+			if tg.signal {
+				signals++
+			}
+			if tg.trigger != nil {
+				triggers++
+			}
+		}
+		if bbr := cc == model.BBR; bbr != (signals == 0) || bbr != (triggers == 0) {
+			t.Errorf("cc %v: %d signals, %d decisions with a trigger", cc, signals, triggers)
+		}
+	}
+}

@@ -54,16 +54,14 @@ func newSolo() solo { return solo{path: -1} }
 func (o *optimizer) guardSingle(now time.Time, ests []*pathEstimator, best []bool, live []int, ps []model.Path, tcp model.TCP) (alone int, again bool) {
 	g := &o.solo
 	tcp = tcp.WithDefaults()
-	var wire, bits, pkts float64
+	var wire float64
 	for _, e := range ests {
 		wire += e.lastRate()
-		bits += e.lastRate() * e.prev.Interval.Seconds()
-		pkts += float64(e.est.RxPackets)
 	}
 	goodput := wire * float64(tcp.MSS) / float64(tcp.MSS+tcp.Overhead)
 	// Only a flow of full-sized packets is judged: the ACK stream of a flow the other
 	// way (the direction's only traffic in a lab) is no bulk flow that wants more.
-	data := pkts > 0 && bits/pkts >= frameBits/2
+	data, _ := fullSized(ests)
 	cur := o.set // the set the flow has run on
 	if cur == nil {
 		cur = best
@@ -86,6 +84,14 @@ func (o *optimizer) guardSingle(now time.Time, ests []*pathEstimator, best []boo
 		}
 		if judged {
 			g.alone, g.aloneOn = mean, g.path
+			// The move is a trial: a path alone that measures worse than the striping it
+			// replaced (whose judging window caught a trough of several flows' sawtooth, or
+			// whose path has since slowed down) gives the flow back to striping at once.
+			if mean < g.striped {
+				g.restart(now, -1)
+				g.fails, g.retry = 0, false
+				return -1, true
+			}
 		}
 		hold := soloHold << min(g.fails, soloMaxDoublings)
 		if now.Sub(g.since) < hold {

@@ -90,3 +90,33 @@ func TestGuardSingleHoldsToTheBestPath(t *testing.T) {
 		t.Errorf("failed tries %d, want 1 (the next hold %v)", o.solo.fails, soloHold<<1)
 	}
 }
+
+// The move to one path is a trial: when the path alone measures worse than the striping
+// it replaced (the striped window caught a trough, or the path slowed down), the flow
+// goes back to striping within a judging window, not after the hold.
+func TestGuardSingleUndoesAMoveThatMeasuredWorse(t *testing.T) {
+	caps, delays := []float64{30e6, 18e6, 12e6}, []float64{25e3, 40e3, 35e3}
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ests := known(caps, delays, 10e6)
+	deliver(ests, frameBits, 5e6, 3e6, 2e6)
+	o := newOptimizer(3, t0)
+	var soloAt float64
+	for s := 0.0; s < 12 && soloAt == 0; s += 0.1 {
+		if w := o.decide(at(s), ests, "auto", nil, model.TCP{}); w.shares()[0] == 1 {
+			soloAt = s
+		}
+	}
+	if soloAt == 0 {
+		t.Fatalf("striped at a third of path 0 alone: still striped after 12 s (%s)", o.reason)
+	}
+	deliver(ests, frameBits, 8e6, 0, 0) // alone, below the 10 striped
+	back := 0.0
+	for s := soloAt; s < soloAt+soloHold.Seconds() && back == 0; s += 0.1 {
+		if w := o.decide(at(s), ests, "auto", nil, model.TCP{}); w.shares()[0] < 1 {
+			back = s
+		}
+	}
+	if back == 0 || back-soloAt > soloJudge.Seconds()+0.5 {
+		t.Fatalf("path 0 alone at 8 Mbit/s against 10 striped: back to striping %.1f s after the move, want within %v (%s)", back-soloAt, soloJudge, o.reason)
+	}
+}
