@@ -67,6 +67,7 @@ const (
 	owdGain        = 0.3                    // smoothing of the mean one-way delay the arrival correction reads
 	lossWindow     = 5 * time.Second        // random loss is counted over this long ...
 	lossQuiet      = time.Second            // ... only this long after the path queued: drops from a queue are congestion
+	lossBelowPeak  = 0.5                    // ... or while its queue stands below this share of its peak: drop-tail drops when full
 	lossEvidence   = 200                    // packets before a loss rate is believed
 	lossEvents     = 3                      // reports with losses before it is: one burst is an event, not a rate
 	outageGrace    = time.Second            // losses this soon after an outage are the outage's
@@ -89,6 +90,7 @@ type pathEstimator struct {
 	settled   uint64  // cumulative losses seen in two reports in a row
 	baseWin   []timed // per-interval base samples
 	floors    []timed // per-interval queue met by the quickest packet (see standing)
+	queues    []timed // per-interval queue, over lossWindow (see underPeak)
 	pairs     []pairReport
 	deliv     []delivery // recent cumulative delivery, for busy-stretch capacity
 	busyKnown bool       // capacity measured over a busy stretch at least once
@@ -321,16 +323,17 @@ func (e *pathEstimator) lossJudgedAt(o Observation, dRx uint64) time.Time {
 }
 
 // randomLoss estimates the path's random loss over the recent window, from reports sent
-// while it held no queue: drops from a full queue are congestion, which the flow's own
-// control answers. What an outage loses says nothing about the path once it works again:
+// while it held no queue, or a queue that stood well below its peak (underPeak): drops
+// from a full queue are congestion, which the flow's own control answers. What an outage loses says nothing about the path once it works again:
 // it is forgotten, and what is lost in the moments after it comes back. Random loss
 // strikes report after report; one burst is an event of the path, not a rate to predict
 // from.
 func (e *pathEstimator) randomLoss(o Observation, dRx, dLost uint64, judged time.Time) {
 	est := &e.est
+	under := e.underPeak(o, judged)
 	if !est.Alive {
 		e.losses = nil
-	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && judged.Sub(e.lastQueued) >= lossQuiet {
+	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && (judged.Sub(e.lastQueued) >= lossQuiet || under) {
 		e.losses = append(e.losses, lossCount{o.At, dRx, dLost})
 	}
 	e.losses = slices.DeleteFunc(e.losses, func(l lossCount) bool { return o.At.Sub(l.at) > lossWindow })
@@ -345,6 +348,27 @@ func (e *pathEstimator) randomLoss(o Observation, dRx, dLost uint64, judged time
 	if est.LossKnown = got+lost >= lossEvidence && (lost == 0 || events >= lossEvents); est.LossKnown {
 		est.Loss = float64(lost) / float64(got+lost)
 	}
+}
+
+// underPeak: the path's queue stood, from judged to now, below lossBelowPeak of the
+// highest it held over lossWindow. A drop-tail queue drops only when full, so what is lost
+// then is the path's, and a path that carries a bulk flow (whose queue always stands) has
+// its random loss counted at all: without this, 0.2-0.9 % of loss on paths under a flow
+// read as none, and the model kept lossy paths. A queue that drained is not judged so: the
+// drops of its peak may come to light after it (see lossJudgedAt).
+func (e *pathEstimator) underPeak(o Observation, judged time.Time) bool {
+	if !math.IsNaN(o.OwdMean) {
+		e.queues = append(e.queues, timed{o.At, e.est.Queue})
+	}
+	e.queues = slices.DeleteFunc(e.queues, func(s timed) bool { return o.At.Sub(s.at) > lossWindow })
+	peak, low, high := 0.0, math.Inf(1), 0.0
+	for _, q := range e.queues {
+		peak = max(peak, q.v)
+		if !q.at.Before(judged.Add(-o.Interval)) {
+			low, high = min(low, q.v), max(high, q.v)
+		}
+	}
+	return low > e.est.busyQueue() && high < lossBelowPeak*peak
 }
 
 // ahead estimates the queue a packet sent now meets, from what is in flight: arrivals

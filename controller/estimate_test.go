@@ -520,3 +520,31 @@ func TestJitterIsNotAStandingQueue(t *testing.T) {
 		t.Fatalf("a standing 30 ms under 2.8 ms of jitter: busy=%v, measured=%v", e.est.Busy, e.busyKnown)
 	}
 }
+
+// Under a bulk flow a path's queue always stands, yet its random loss must be seen: 0.05-0.1 %
+// on a path whose queue breathes between 5 and 40 ms (the early signal's sawtooth) is
+// counted from the reports whose queue stood below half its peak. Without random loss
+// the same sawtooth reads as none.
+func TestRandomLossUnderAStandingQueue(t *testing.T) {
+	for _, loss := range []float64{0.001, 0.0005, 0} {
+		rng := rand.New(rand.NewPCG(7, 7))
+		var lost uint64
+		est := feed(200, func(k int) (uint64, uint64, float64, float64) {
+			q := 5e3 + float64(k%20)*1.75e3 // µs, 5-38 ms over 1 s
+			var l uint64
+			for range 1000 { // 24 Mbit/s
+				if rng.Float64() < loss {
+					l++
+				}
+			}
+			lost += l
+			return 1000, l, 20e3 + q - 2e3, 20e3 + q
+		})
+		switch {
+		case loss > 0 && (!est.LossKnown || est.Loss < loss/3 || est.Loss > 3*loss):
+			t.Errorf("%.2f %% random loss under a standing queue read as %.4f %% (known %v; %d lost)", 100*loss, 100*est.Loss, est.LossKnown, lost)
+		case loss == 0 && (!est.LossKnown || est.Loss != 0):
+			t.Errorf("no loss read as %.4f %% (known %v)", 100*est.Loss, est.LossKnown)
+		}
+	}
+}
