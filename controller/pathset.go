@@ -99,10 +99,19 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 	}
 	all := modelPaths(ests)
 	ps := make([]model.Path, len(live))
+	// The set is chosen with every path that no busy stretch has measured at the most it
+	// might carry: pairs read a fast path short on a link that sends per TTI or under
+	// jitter (sweep-1-06's 78.9 Mbit/s path read as 23, and the model dropped it), and a
+	// path left out is never fed, so never probed or measured. In the set at its
+	// estimate's weight, probing raises it until it queues, and then it is measured.
+	opt := make([]model.Path, len(live))
 	for j, i := range live {
-		ps[j] = all[i]
+		ps[j], opt[j] = all[i], all[i]
+		if !ests[i].busyKnown {
+			opt[j].Rate = max(opt[j].Rate, guess(ests))
+		}
 	}
-	choice, err := model.BestSubset(ps, mode, tcp)
+	choice, err := model.BestSubset(opt, mode, tcp)
 	if err != nil {
 		o.reason = "model: " + err.Error()
 		o.set = make([]bool, len(ests))
@@ -142,10 +151,10 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		w := make([]float64, len(live))
 		for j, i := range live {
 			if cur[i] {
-				w[j] = ps[j].Rate
+				w[j] = opt[j].Rate
 			}
 		}
-		p, err := model.Predict(ps, model.Split{Mode: mode, Weights: w}, tcp)
+		p, err := model.Predict(opt, model.Split{Mode: mode, Weights: w}, tcp)
 		if err == nil && choice.Prediction.Goodput > p.Goodput*setGain && now.Sub(o.setSince) >= setDwell {
 			o.adopt(now, best, liveMask, mode, choice.Prediction.Goodput, fmt.Sprintf("%v: model predicts %.0f%% more", mode, 100*(choice.Prediction.Goodput/p.Goodput-1)))
 		} else if err == nil {
