@@ -548,3 +548,16 @@ func TestRandomLossUnderAStandingQueue(t *testing.T) {
 		}
 	}
 }
+
+// Pairs that arrived in one batch read a path at the receiving host's speed: beside a
+// plausible report, such a report must not become the estimate (the lab's 53 Mbit/s path
+// read 5388 Mbit/s and 13.3 in its first two reports, and took the whole flow). A stalled
+// train's low report is still left out.
+func TestPairsReadAtHostSpeedWeighLittle(t *testing.T) {
+	if got := pairRate([]pairReport{{t0, 5388e6, 4}, {t0, 13.3e6, 4}}); got > 30e6 {
+		t.Errorf("reports of 5388 and 13.3 Mbit/s: %.1f Mbit/s, want near twice the lower", got/1e6)
+	}
+	if got := pairRate([]pairReport{{t0, 39.9e6, 4}, {t0, 40.2e6, 4}, {t0, 8.8e6, 4}}); got < 38e6 {
+		t.Errorf("a stalled train beside two at 40 Mbit/s: %.1f Mbit/s, want 40", got/1e6)
+	}
+}
