@@ -54,8 +54,10 @@ func (o *optimizer) correct(ests []*pathEstimator) {
 }
 
 // probe raises the capacity estimate of paths that carry packets yet have held no queue
-// through the last standMin while another path in use has queued long enough for a busy
-// stretch to measure it: the flow wants more than the split gives them. (While the queued
+// through the flow's last round trip (at least standMin) while another path in use has
+// held one throughout, long enough for a busy stretch to measure it: the flow wants more
+// than the split gives them. A round trip, as each path shows the flow's window one path
+// delay late: as a window cut drains the queues, the shortest path shows it first. (While the queued
 // path is not measured yet, it may be the one estimated too high: a path whose capacity
 // fell queues, and the others then carry less than they could as well.) Only an
 // under-estimate needs this. A path estimated too high is fed
@@ -67,13 +69,23 @@ func (o *optimizer) correct(ests []*pathEstimator) {
 // leaves idle (its delay is not worth it) is not under-fed. Under wrr it is the only way
 // a path's capacity increase reaches the weights while the split under-feeds it.
 func (o *optimizer) probe(now time.Time, ests []*pathEstimator) {
+	w := make([]float64, len(ests))
+	for i := range ests {
+		if o.set[i] {
+			w[i] = capacity(ests, i)
+		}
+	}
+	win := standMin
+	if rtt := o.flowRTT(ests, w); rtt > 0 {
+		win = max(win, time.Duration(rtt)*time.Microsecond)
+	}
 	anyQueued := false
 	for i, e := range ests {
 		_, measured := e.busyRate()
-		anyQueued = anyQueued || (o.set[i] && e.est.Alive && measured && e.queued(now))
+		anyQueued = anyQueued || (o.set[i] && e.est.Alive && measured && e.queued(now, win))
 	}
 	for i, e := range ests {
-		if o.set[i] && e.est.Alive && anyQueued && !e.queued(now) && e.est.RxPackets >= minPackets {
+		if o.set[i] && e.est.Alive && anyQueued && e.empty(now, win) && e.est.RxPackets >= minPackets {
 			o.starved[i]++
 			if o.starved[i] >= 2 {
 				e.raise(probeUp)

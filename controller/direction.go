@@ -170,7 +170,6 @@ func (d *direction) observe(now time.Time, trace *tracer) (livenessChanged bool)
 			o.TxBps = txBps[i]
 		}
 		o.InFlight = d.inFlight(i)
-		o.OthersBusy = nBusy > 1 || nBusy == 1 && !busy(e)
 		was := e.est.Alive
 		e.update(o)
 		if trace != nil {

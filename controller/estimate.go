@@ -26,9 +26,6 @@ type Observation struct {
 	RxAge     time.Duration // since the last packet (data or probe) arrived; <0: never
 	Jitter    float64       // smoothed |difference| of consecutive one-way delays (RFC 3550), µs; NaN if unknown
 	InFlight  float64       // bytes sent on the path and not yet received; NaN if unknown
-	// OthersBusy: another path of the direction stood queued at its last report, so the
-	// flow asks more than the split gives the paths that do not.
-	OthersBusy bool
 }
 
 // Estimate is the controller's belief about one path in one direction.
@@ -123,11 +120,16 @@ func (e *pathEstimator) standing(now time.Time, win time.Duration) float64 {
 	return windowMin(e.floors, now, win)
 }
 
-// queued: the path held a standing queue through the last standMin (two reports; even
-// its quickest packets queued), so it delivers its capacity. One report is not enough: a
-// jittery path's few packets of a report can all arrive late.
-func (e *pathEstimator) queued(now time.Time) bool {
-	return e.standing(now, standMin) > e.est.busyQueue()
+// queued: the path held a standing queue through the last win (even its quickest
+// packets queued), so it delivers its capacity. One report is not enough: a jittery
+// path's few packets of a report can all arrive late.
+func (e *pathEstimator) queued(now time.Time, win time.Duration) bool {
+	return e.standing(now, win) > e.est.busyQueue()
+}
+
+// empty: the path held no standing queue in any report of the last win.
+func (e *pathEstimator) empty(now time.Time, win time.Duration) bool {
+	return windowMax(e.floors, now, win) <= e.est.busyQueue()
 }
 
 // busyQueue is the least standing queue, µs, that says the path is busy: more than
