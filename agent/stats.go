@@ -536,9 +536,18 @@ func newProber(t *tunnel, i int, p *path) (*prober, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("bind to %s: %w", p.cfg.Interface, err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: p.local.As4()}); err != nil {
+	// Probes leave from the tunnel's port, as the datapath's packets do: on a path idle
+	// this way they keep a NAT's mapping for that port alive, which the peer's packets
+	// come back through (WireGuard's persistent keepalive). The receiver takes what
+	// arrives for the port before any socket (XDP), so this one receives nothing, and
+	// the probers of several tunnels may share the port.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("bind to %s: %w", p.local, err)
+		return nil, fmt.Errorf("SO_REUSEPORT: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: p.local.As4(), Port: int(t.cfg.Port)}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind to %s:%d: %w", p.local, t.cfg.Port, err)
 	}
 	// On a tunnel with telemetry the probes carry a block too: the receiver's mean delay
 	// and mean switch queue then cover the same packets. Without it, the probes of a path
