@@ -193,6 +193,7 @@ class Lab:
         self.record()
         self.h1, self.h2 = self.net.get("h1"), self.net.get("h2")
         self.tunnel_up = False
+        self.reseq = False  # whether the tunnel up resequences
         if self.shape == "split":
             self.split_mtu()
         if "mptcp" in self.sc["compare"] and self.shape == "parallel":
@@ -294,12 +295,17 @@ class Lab:
 
     # -- tunnels ----------------------------------------------------------------
 
-    def tunnel(self, up):
-        """Adds or removes tunnel 1. The baselines (ideal, single-best, mptcp) run
-        without it, so that no Plait probe shares their paths."""
-        if up == self.tunnel_up:
+    def tunnel(self, up, config=None):
+        """Adds or removes tunnel 1 (for config: whether it resequences depends on it).
+        The baselines (ideal, single-best, mptcp) run without it, so that no Plait probe
+        shares their paths."""
+        reseq = self.sc.get("resequence") == "on" or (
+            self.sc.get("resequence") == "auto" and config == "auto"
+        )
+        if up == self.tunnel_up and (not up or reseq == self.reseq):
             return
         if up:
+            self.reseq = reseq
             self.add_tunnels()
         else:
             for h in (self.h1, self.h2):
@@ -330,7 +336,7 @@ class Lab:
                     % (p["name"], host.name, k, topos.path_addr(k, peer)),
                 ]
             args += ["--mode", "wrr", "--weights", ",".join(["1"] * n)]
-            if self.sc.get("resequence") == "on":
+            if self.reseq:
                 args += ["--resequence"]
             host.plaitcmd(*args)
             host.cmd("ethtool -K plait0 %s >/dev/null 2>&1" % " ".join(nodes.OFFLOADS))
@@ -573,7 +579,7 @@ def up(lab):
 
     plaits = [c for c in ("auto", "wrr", "rr") if c in lab.sc["compare"]]
     config = plaits[0] if plaits else lab.sc["compare"][0]
-    lab.tunnel(bool(plaits))
+    lab.tunnel(bool(plaits), config)
     lab.start_controller(config)
     lab.wait_reachable(config)
     say(

@@ -72,7 +72,7 @@ type PlanScenario struct {
 	Switch      string   `json:"switch"`
 	Encap       string   `json:"encap"`      // Plait's tunnel: ip or udp
 	Auth        string   `json:"auth"`       // on: the tunnel tags its packets under a key made for the run
-	Resequence  string   `json:"resequence"` // on: both hosts put the tunnel's packets in order
+	Resequence  string   `json:"resequence"` // auto, on, off: whether both hosts put the tunnel's packets in order
 	Paths       []Link   `json:"paths"`
 	Traffic     Traffic  `json:"traffic"`
 	Compare     []string `json:"compare"`

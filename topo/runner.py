@@ -351,7 +351,7 @@ def run_config(lab, config, tag=None):
     dst, cpid, intfs, names = target(lab, config)
     res = {"config": config, "warnings": []}
 
-    lab.tunnel(config in TUNNEL_CONFIGS)
+    lab.tunnel(config in TUNNEL_CONFIGS, config)
     lab.start_controller(config, tag)
     lab.wait_reachable(config)
     wait_mode(lab, config)

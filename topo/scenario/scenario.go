@@ -64,8 +64,9 @@ const (
 
 // Resequencing at the receiving hosts (agent: TunnelConfig.resequence).
 const (
-	ResequenceOn  = "on"
-	ResequenceOff = "off"
+	ResequenceAuto = "auto" // for the auto configuration only (the controller's)
+	ResequenceOn   = "on"   // for every Plait configuration
+	ResequenceOff  = "off"
 )
 
 // Switch targets.
@@ -326,7 +327,7 @@ func parse(data []byte) (*Scenario, error) {
 	if s.Auth, err = oneOf("auth", raw.Auth, AuthOn, AuthOn, AuthOff); err != nil {
 		return nil, err
 	}
-	if s.Resequence, err = oneOf("resequence", raw.Resequence, ResequenceOff, ResequenceOn, ResequenceOff); err != nil {
+	if s.Resequence, err = oneOf("resequence", raw.Resequence, ResequenceOff, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
 		return nil, err
 	}
 	if len(raw.Paths) == 0 {

@@ -54,7 +54,7 @@ func (f *labFlags) register(cmd *cobra.Command, run bool) {
 	fs.StringVar(&f.python, "python", topo.Python, "Python interpreter with Mininet")
 	fs.StringVar(&f.shape, "shape", "", "override the scenario's shape: parallel or split")
 	fs.StringVar(&f.encap, "encap", "", "override the scenario's encap: ip (no NAT on the paths) or udp (as through NAT)")
-	fs.StringVar(&f.reseq, "resequence", "", "override the scenario's resequence: on (the receiving hosts put the tunnel's packets in order) or off")
+	fs.StringVar(&f.reseq, "resequence", "", "override the scenario's resequence: auto (for the auto configuration only), on (every Plait configuration: the receiving hosts put the tunnel's packets in order) or off")
 	fs.StringToIntVar(&f.tcp, "tcp", nil, "set the hosts' TCP knobs over traffic.tcp's, e.g. reordering=30,dsack=0 ("+strings.Join(scenario.TCPKnobNames(), ", ")+")")
 	if run {
 		fs.StringSliceVar(&f.compare, "compare", nil, "run only these configurations, e.g. rr,auto")
@@ -185,8 +185,8 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 		s.Encap = f.encap
 	}
 	if f.reseq != "" {
-		if f.reseq != scenario.ResequenceOn && f.reseq != scenario.ResequenceOff {
-			return "", usagef(cmd, "--resequence %q: use on or off", f.reseq)
+		if f.reseq != scenario.ResequenceAuto && f.reseq != scenario.ResequenceOn && f.reseq != scenario.ResequenceOff {
+			return "", usagef(cmd, "--resequence %q: use auto, on or off", f.reseq)
 		}
 		s.Resequence = f.reseq
 	}
