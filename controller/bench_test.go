@@ -69,7 +69,7 @@ func BenchmarkControllerReaction(b *testing.B) {
 		b.Skip("needs root")
 	}
 	for b.Loop() {
-		lab := labnet.New(b, bin, a2q, labnet.Options{Telemetry: true})
+		lab := labnet.New(b, bin, a2q, labnet.Options{Telemetry: true, Resequence: os.Getenv("PLAIT_BENCH_RESEQ") != ""})
 		stop := lab.StartController("auto", nil)
 		ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
 		if err != nil {

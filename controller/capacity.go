@@ -138,9 +138,10 @@ func (e *pathEstimator) raise(f float64) {
 // median of rates: a link that sends in bursts (an LTE cell per TTI) delivers a probe
 // train over a whole number of bursts, so one train reads its path at a multiple of the
 // burst spacing; over trains that met the bursts at every phase the arrival spans add up
-// to the trains' serialisation times. Reports more than pairSpread below the median are
-// left out: a train whose sender or link stalled for a few milliseconds spans them, where
-// bursts make at most a factor of two. See docs/controller.md#estimation.
+// to the trains' serialisation times. Reports further than pairSpread from the (lower)
+// median are left out: a train whose sender or link stalled for a few milliseconds spans
+// them, and one whose pairs arrived in one batch, where bursts make at most a factor of
+// two. See docs/controller.md#estimation.
 func pairRate(s []pairReport) float64 {
 	rates := make([]float64, len(s))
 	for i, r := range s {
@@ -150,11 +151,11 @@ func pairRate(s []pairReport) float64 {
 	// The lower median: of two reports, one that read a fast path at the host's speed
 	// (pairs that arrived in one batch: the lab's 53 Mbit/s path once read 5388) would
 	// otherwise be the median and leave the other out, and the flow went to that path
-	// alone. A report above the median weighs little in a ratio of sums.
+	// alone.
 	med := rates[(len(rates)-1)/2]
 	var n, t float64
 	for _, r := range s {
-		if r.bps >= med/pairSpread {
+		if r.bps >= med/pairSpread && r.bps <= med*pairSpread {
 			n += r.n
 			t += r.n / r.bps
 		}

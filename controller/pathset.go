@@ -155,7 +155,16 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 			}
 		}
 		p, err := model.Predict(opt, model.Split{Mode: mode, Weights: w}, tcp)
-		if err == nil && choice.Prediction.Goodput > p.Goodput*setGain && now.Sub(o.setSince) >= setDwell {
+		// The dwell keeps a flow's set from flapping; with nothing delivered there is no flow
+		// to disturb, and a set chosen on the first, rough estimates is not held into the
+		// next flow's start (sweep-2-03: the set was held for 2 s after a pair reading of
+		// 5 Gbit/s settled, the flow started on one path, and the 79 ms path added 1 s
+		// into it collapsed four flows).
+		idle := true
+		for _, e := range ests {
+			idle = idle && e.lastRate() == 0
+		}
+		if err == nil && choice.Prediction.Goodput > p.Goodput*setGain && (now.Sub(o.setSince) >= setDwell || idle) {
 			o.adopt(now, best, liveMask, mode, choice.Prediction.Goodput, fmt.Sprintf("%v: model predicts %.0f%% more", mode, 100*(choice.Prediction.Goodput/p.Goodput-1)))
 		} else if err == nil {
 			o.predict = p.Goodput
