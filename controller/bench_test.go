@@ -63,7 +63,8 @@ func BenchmarkControllerGoodput(b *testing.B) {
 // BenchmarkControllerReaction measures how long the controller takes to get the weights
 // right after a path's capacity changes (median of 5 changes, and the slowest of the two
 // increases: the split then under-feeds the path, so nothing queues to measure it), and
-// how long a reweight from the CLI takes to reach the datapath.
+// how long a reweight from the CLI takes to reach the datapath. PLAIT_BENCH_RESEQ=1 runs
+// it with both ends resequencing, where the striped flow fills the paths more often.
 func BenchmarkControllerReaction(b *testing.B) {
 	if bin == "" {
 		b.Skip("needs root")
