@@ -20,16 +20,14 @@ func (o *optimizer) ackReturn(minBase float64) float64 {
 }
 
 // ackPath picks the path that carries the ACKs of a direction whose opposite direction
-// stripes by wrr. Where the data's receiver resequences (ordered), the skew reaches TCP
-// as delay, not reordering, and the ACKs take the lowest-delay live path: the shortest
-// round trip. Otherwise it is the fastest live path that makes the round trip, as the
-// data spreads over the forward paths, exceed their delay skew by ackMargin; when none
-// does, the slowest. One path for all ACKs: spread over paths of different delays, the
-// ACKs that take fast paths carry SACK blocks for data that came on fast paths, and the
-// sender learns of it early. Linux then sees the whole skew as reordering, with a
-// reordering window of a quarter of the shortest round trip it sampled, and retransmits
-// spuriously. It returns -1 while the delays are not known.
-func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator, ordered bool) (int, string) {
+// stripes by wrr: the fastest live path that makes the round trip, as the data spreads
+// over the forward paths, exceed their delay skew by ackMargin; when none does, the
+// slowest. One path for all ACKs: spread over paths of different delays, the ACKs that
+// take fast paths carry SACK blocks for data that came on fast paths, and the sender
+// learns of it early. Linux then sees the whole skew as reordering, with a reordering
+// window of a quarter of the shortest round trip it sampled, and retransmits spuriously.
+// It returns -1 while the delays are not known.
+func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator) (int, string) {
 	var mean float64
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, e := range fwd {
@@ -46,13 +44,10 @@ func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator, order
 		return -1, ""
 	}
 	skew := hi - lo
-	best, slowest, lowest := -1, -1, -1
+	best, slowest := -1, -1
 	for j, e := range rev {
 		if !e.est.Alive || math.IsNaN(e.est.Base) {
 			continue
-		}
-		if lowest < 0 || e.est.Base < rev[lowest].est.Base {
-			lowest = j
 		}
 		if slowest < 0 || e.est.Base > rev[slowest].est.Base {
 			slowest = j
@@ -66,9 +61,6 @@ func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator, order
 	}
 	if best < 0 {
 		return -1, ""
-	}
-	if ordered {
-		return lowest, fmt.Sprintf("ACKs on path %d, the lowest delay: the receiver resequences a delay skew of %.0f ms", lowest, skew/1e3)
 	}
 	return best, fmt.Sprintf("ACKs on path %d: round trip %.0f ms over a delay skew of %.0f ms", best, (mean+rev[best].est.Base)/1e3, skew/1e3)
 }

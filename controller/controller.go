@@ -201,8 +201,7 @@ func (c *Controller) step(ctx context.Context, full bool) {
 }
 
 // routeACKs gives each direction under automatic control whose opposite direction
-// stripes by wrr a path for its ACK-sized packets (see ackPath: the lowest-delay path
-// where the data's receiver resequences); the rest keep to the
+// stripes by wrr a path for its ACK-sized packets (see ackPath); the rest keep to the
 // direction's own split, so a flow each way gets its data striped and its ACKs on one
 // path. It does not wait for load: the ACKs of a starting flow need it the most, as slow
 // start has TCP's reordering tolerance at its smallest. A split switch tells no ACK from
@@ -218,9 +217,7 @@ func (c *Controller) routeACKs(wants map[*direction]target) {
 			if !ok || o.tunnel != d.tunnel || o.from != d.to || ow.mode != pb.Mode_MODE_WRR {
 				continue
 			}
-			// The data's receiver resequences: its stats say what its resequencer did.
-			ordered := o.rx != nil && o.rx.Resequencer != nil
-			j, why := ackPath(o.ests, ow.shares(), d.ests, ordered)
+			j, why := ackPath(o.ests, ow.shares(), d.ests)
 			if j < 0 {
 				continue
 			}
