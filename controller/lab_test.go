@@ -144,8 +144,8 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 	// A path taken down reaches weight 0 in the datapath within 300 ms, and the flow
 	// goes on.
 	time.Sleep(3 * time.Second)
-	lab.SetLink(3, true, "--down")
-	down := time.Now()
+	down := time.Now().Add(linkLead)
+	lab.SetLinkAt(3, true, down, "--down")
 	var removed time.Duration
 	for time.Since(down) < 2*time.Second {
 		l, err := ag.ListTunnels(context.Background(), &pb.Empty{})

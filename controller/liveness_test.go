@@ -13,6 +13,10 @@ import (
 )
 
 // pathUp polls an agent until path's state is up, and returns how long that took.
+// linkLead is how far ahead a test schedules a link change whose effect it times: room
+// for the commands that schedule it to start and run on a loaded machine.
+const linkLead = 1500 * time.Millisecond
+
 func pathUp(t testing.TB, ag pb.AgentClient, path string, up bool, limit time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -56,12 +60,11 @@ func TestPathFailsWhileControllerIsDown(t *testing.T) {
 	wait := flow(t, lab, 10)
 	time.Sleep(3 * time.Second)
 
-	// Path c (the fastest) fails both ways; the clock starts before the command that
-	// takes it down, so the time includes the command's own.
-	down := time.Now()
-	lab.SetLink(3, true, "--down")
+	// Path c (the fastest) fails both ways at a set time, which starts the clock.
+	down := time.Now().Add(linkLead)
+	lab.SetLinkAt(3, true, down, "--down")
 	for _, ag := range ags {
-		pathUp(t, ag, "c", false, time.Second)
+		pathUp(t, ag, "c", false, linkLead+time.Second)
 	}
 	tookOut := time.Since(down)
 
@@ -132,9 +135,9 @@ func TestOneWayFailureReachesTheSender(t *testing.T) {
 	wait := flow(t, lab, 10)
 	time.Sleep(3 * time.Second)
 
-	down := time.Now()
-	lab.SetLink(3, false, "--down") // towards h2 only
-	pathUp(t, ags[0], "c", false, time.Second)
+	down := time.Now().Add(linkLead)
+	lab.SetLinkAt(3, false, down, "--down") // towards h2 only
+	pathUp(t, ags[0], "c", false, linkLead+time.Second)
 	tookOut := time.Since(down)
 	// h2, which hears nothing on c, may take it out of its own split until h1's
 	// reports say h1 hears it; then it keeps it.

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -387,6 +388,14 @@ func (l *Lab) WaitEstimates(timeout time.Duration) {
 // Plait runs the plait CLI in the switches' namespace against the controller.
 func (l *Lab) Plait(args ...string) string {
 	return l.Ctl.Run(l.Bin, append([]string{"--controller", l.CtlSock}, args...)...)
+}
+
+// SetLinkAt changes path i's link like SetLink, at the wall-clock time at (the switches'
+// link time): a test that times a reaction starts its clock at at, not before commands
+// whose own start a loaded machine delays. A command that arrives after at applies the
+// change at once, so a clock started at at never undercounts.
+func (l *Lab) SetLinkAt(i int, both bool, at time.Time, args ...string) {
+	l.SetLink(i, both, append(args, "--at", strconv.FormatFloat(float64(at.UnixNano())/1e9, 'f', 6, 64))...)
 }
 
 // SetLink changes path i's link (1-based) in the direction towards h2, or both.
