@@ -19,20 +19,7 @@ import (
 
 var bin string
 
-func TestMain(m *testing.M) {
-	if os.Geteuid() == 0 {
-		dir, err := os.MkdirTemp("", "plait-bin")
-		if err != nil {
-			panic(err)
-		}
-		if bin, err = labnet.Binary(dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		defer os.RemoveAll(dir)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { labnet.Main(m, &bin) }
 
 // a2 is the three-path lab of the controller issue: 5, 2, 7 Mbit/s at 100, 10, 50 ms.
 var a2 = []labnet.Path{{Name: "a", Rate: "5mbit", Delay: "100ms", Queue: 50}, {Name: "b", Rate: "2mbit", Delay: "10ms", Queue: 50}, {Name: "c", Rate: "7mbit", Delay: "50ms", Queue: 50}}

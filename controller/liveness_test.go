@@ -37,10 +37,26 @@ func pathUp(t testing.TB, ag pb.AgentClient, path string, up bool, limit time.Du
 	}
 }
 
-// A path fails while the controller is down: the agents take it out of their splits
-// themselves within 300 ms and put it back when it works again; a flow through the
-// tunnel never stalls for a second; the controller, when back, keeps what they did.
-func TestPathFailsWhileControllerIsDown(t *testing.T) {
+// dialAgents dials h1's and h2's agents, in that order, for the rest of the test.
+func dialAgents(t testing.TB, lab *labnet.Lab) []pb.AgentClient {
+	t.Helper()
+	var ags []pb.AgentClient
+	for _, sock := range []string{lab.Sock1, lab.Sock2} {
+		ag, conn, err := agent.Dial(sock, sockrpc.TLS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		ags = append(ags, ag)
+	}
+	return ags
+}
+
+// agentsAlone builds A2 with the controller's estimates in place, kills the controller,
+// dials both agents and starts a 10 s flow h1 -> h2 that has run 3 s: the agents steer
+// alone from here. wait returns the flow's longest stall once it ends.
+func agentsAlone(t *testing.T) (*labnet.Lab, []pb.AgentClient, func() time.Duration) {
+	t.Helper()
 	if bin == "" {
 		t.Skip("needs root")
 	}
@@ -48,17 +64,17 @@ func TestPathFailsWhileControllerIsDown(t *testing.T) {
 	lab.StartController("auto", nil)
 	lab.WaitEstimates(10 * time.Second)
 	lab.KillController()
-	var ags []pb.AgentClient
-	for _, sock := range []string{lab.Sock1, lab.Sock2} {
-		ag, conn, err := agent.Dial(sock, sockrpc.TLS{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ags = append(ags, ag)
-	}
+	ags := dialAgents(t, lab)
 	wait := flow(t, lab, 10)
 	time.Sleep(3 * time.Second)
+	return lab, ags, wait
+}
+
+// A path fails while the controller is down: the agents take it out of their splits
+// themselves within 300 ms and put it back when it works again; a flow through the
+// tunnel never stalls for a second; the controller, when back, keeps what they did.
+func TestPathFailsWhileControllerIsDown(t *testing.T) {
+	lab, ags, wait := agentsAlone(t)
 
 	// Path c (the fastest) fails both ways at a set time, which starts the clock.
 	down := time.Now().Add(linkLead)
@@ -116,24 +132,7 @@ func mustPaths(t *testing.T, ctl pb.ControllerClient) *pb.PathsResponse {
 // direction works; a flow h1 -> h2 never stalls for a second; the path goes back into
 // h1's split once it works again.
 func TestOneWayFailureReachesTheSender(t *testing.T) {
-	if bin == "" {
-		t.Skip("needs root")
-	}
-	lab := labnet.New(t, bin, a2, labnet.Options{Telemetry: true})
-	lab.StartController("auto", nil)
-	lab.WaitEstimates(10 * time.Second)
-	lab.KillController()
-	var ags []pb.AgentClient
-	for _, sock := range []string{lab.Sock1, lab.Sock2} {
-		ag, conn, err := agent.Dial(sock, sockrpc.TLS{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		ags = append(ags, ag)
-	}
-	wait := flow(t, lab, 10)
-	time.Sleep(3 * time.Second)
+	lab, ags, wait := agentsAlone(t)
 
 	down := time.Now().Add(linkLead)
 	lab.SetLinkAt(3, false, down, "--down") // towards h2 only

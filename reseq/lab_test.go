@@ -3,8 +3,6 @@ package reseq_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,20 +17,7 @@ import (
 
 var bin string
 
-func TestMain(m *testing.M) {
-	if os.Geteuid() == 0 {
-		dir, err := os.MkdirTemp("", "plait-bin")
-		if err != nil {
-			panic(err)
-		}
-		if bin, err = labnet.Binary(dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		defer os.RemoveAll(dir)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { labnet.Main(m, &bin) }
 
 // mib reads a namespace's TCP counters (/proc/net/snmp and netstat: Tcp and TcpExt).
 func mib(t *testing.T, ns *nstest.NS) map[string]int64 {

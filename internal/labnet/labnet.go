@@ -81,14 +81,28 @@ type Options struct {
 	Resequence bool
 }
 
-// Binary builds the plait binary once into dir and returns its path.
-func Binary(dir string) (string, error) {
-	bin := filepath.Join(dir, "plait")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/plait/plait/cmd/plait")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build plait: %v\n%s", err, out)
+// Main is a lab test package's TestMain: as root it builds the plait binary once into a
+// temporary folder and sets *bin to it (a test that finds *bin empty skips, saying it
+// needs root), runs the tests, removes the folder and exits with their code.
+func Main(m *testing.M, bin *string) {
+	if os.Geteuid() != 0 {
+		os.Exit(m.Run())
 	}
-	return bin, nil
+	dir, err := os.MkdirTemp("", "plait-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = filepath.Join(dir, "plait")
+	cmd := exec.Command("go", "build", "-o", *bin, "github.com/plait/plait/cmd/plait")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build plait: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func grpcPort(i int) int { return 9700 + i }
