@@ -262,16 +262,18 @@ func (s *switchConn) session(ctx context.Context, log *slog.Logger) (bool, error
 				wasPrimary, everPrimary = true, true
 				s.kick()
 			case !primary:
+				// The loss and its reason change together: a status read between them
+				// would report the loss without saying who holds the switch.
+				s.mu.Lock()
 				if wasPrimary {
-					s.mu.Lock()
 					s.rt, s.lost = nil, s.lost+1
-					s.mu.Unlock()
+				}
+				s.lastErr = s.notPrimary(a)
+				s.mu.Unlock()
+				if wasPrimary {
 					log.Warn("lost primary", "switch", s.cfg.Name, "holder", eidString(a.GetElectionId()), "ours", eidString(ours), "policy", s.cfg.OnLost)
 				}
 				wasPrimary = false
-				s.mu.Lock()
-				s.lastErr = s.notPrimary(a)
-				s.mu.Unlock()
 				// Reclaim: at once, above the holder, but at most once per reclaimEvery,
 				// so that a client that raises its id in turn does not make a busy loop of
 				// it. Yield: once there is no primary, with an id the switch takes (no
