@@ -66,6 +66,22 @@ func (p *pair) start(t testing.TB, ns *nstest.NS, name string) *Agent {
 
 // runSampler runs the agent's sampling loop on a thread inside its namespace, as the
 // daemon does, until the test ends.
+// restart starts an agent again in ns on the pins and state file a closed one left,
+// with its sampler running, for the rest of the test.
+func restart(t *testing.T, ns *nstest.NS, pin, stateFile string) *Agent {
+	t.Helper()
+	var a *Agent
+	if err := ns.Do(func() (err error) {
+		a, err = New(WithPinDir(pin), WithStateFile(stateFile), WithLogger(slog.New(slog.DiscardHandler)))
+		return err
+	}); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	runSampler(t, ns, a)
+	return a
+}
+
 func runSampler(t testing.TB, ns *nstest.NS, a *Agent) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -285,15 +301,7 @@ func TestRestartKeepsStateAndTraffic(t *testing.T) {
 	pin := p.a1.opts.pinDir
 	p.a1.Close()
 	time.Sleep(time.Second)
-	var a *Agent
-	if err := p.h1.Do(func() (err error) {
-		a, err = New(WithPinDir(pin), WithStateFile(stateFile), WithLogger(slog.New(slog.DiscardHandler)))
-		return err
-	}); err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	t.Cleanup(func() { a.Close() })
-	runSampler(t, p.h1, a)
+	a := restart(t, p.h1, pin, stateFile)
 	time.Sleep(1100 * time.Millisecond)
 	after := stats(t, p.h1, a, time.Second)
 	for i := range after.Paths {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -64,15 +63,7 @@ func TestResequencerAcrossRestart(t *testing.T) {
 	// At once, not a lease later.
 	p.h1.Run("ping", "-c", "3", "-i", "0.05", "-W", "1", "10.99.0.2")
 	time.Sleep(time.Second)
-	var a *Agent
-	if err := p.h2.Do(func() (err error) {
-		a, err = New(WithPinDir(pin), WithStateFile(stateFile), WithLogger(slog.New(slog.DiscardHandler)))
-		return err
-	}); err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	t.Cleanup(func() { a.Close() })
-	runSampler(t, p.h2, a)
+	a := restart(t, p.h2, pin, stateFile)
 	if err := iperf.Wait(); err != nil {
 		t.Fatalf("iperf3 across the restart: %v\n%s", err, out())
 	}
