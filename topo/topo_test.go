@@ -67,7 +67,7 @@ func TestExtract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"lab.py", "nodes.py", "topos.py", "runner.py", "report.py"} {
+	for _, f := range []string{"lab.py", "nodes.py", "topos.py", "runner.py", "measure.py", "report.py"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}

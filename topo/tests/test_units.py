@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.image  # noqa: E402
 
+import measure  # noqa: E402
 import nodes  # noqa: E402
 import report  # noqa: E402
 import runner  # noqa: E402
@@ -112,12 +113,12 @@ def test_goodput_leaves_out_the_warm_up():
             "intervals": [iv(0, 10), iv(1, 20), iv(2, 1000), iv(3, 3000)]
         }
     }
-    whole, steady, secs = runner.goodput(ip, 2)
+    whole, steady, secs = measure.goodput(ip, 2)
     assert whole == 8 * 4030 / 4 and steady == 8 * 4000 / 2 and secs == 2
-    assert runner.goodput(ip, 0) == (8 * 4030 / 4, 8 * 4030 / 4, 4)
+    assert measure.goodput(ip, 0) == (8 * 4030 / 4, 8 * 4030 / 4, 4)
     # Without the server's intervals, the client's receiver summary.
     ip = {"end": {"sum_received": {"bits_per_second": 5e6, "seconds": 5}}}
-    assert runner.goodput(ip, 1) == (5e6, 5e6, 5)
+    assert measure.goodput(ip, 1) == (5e6, 5e6, 5)
 
 
 def test_longest_stall():
@@ -127,8 +128,8 @@ def test_longest_stall():
             "intervals": [{"sum": {"bytes": b, "seconds": 0.1}} for b in ivs]
         }
     }
-    assert math.isclose(runner.longest_stall(ip), 0.3)
-    assert runner.longest_stall({}) == 0
+    assert math.isclose(measure.longest_stall(ip), 0.3)
+    assert measure.longest_stall({}) == 0
 
 
 def test_median_run_takes_each_figure_s_median():
@@ -171,9 +172,9 @@ def test_parse_stream_and_num():
         + json.dumps({"a": "2"}, indent=2)
         + '\n{"a": '
     )
-    msgs = runner.parse_stream(text)
-    assert [runner.num(m["a"]) for m in msgs] == [1, 2]
-    assert math.isnan(runner.num("NaN")) and math.isnan(runner.num(None))
+    msgs = measure.parse_stream(text)
+    assert [measure.num(m["a"]) for m in msgs] == [1, 2]
+    assert math.isnan(measure.num("NaN")) and math.isnan(measure.num(None))
 
 
 def fake_results():
