@@ -15,6 +15,7 @@
 #include "structs.h"
 #include "parsing.h"
 #include "measure.h"
+#include "maps.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -247,6 +248,25 @@ static __always_inline int allowed_source(const struct rx_tunnel *t, __be32 src)
 	return 0;
 }
 
+/* Learns the UDP port the peer's packets on path p come from (sport; 0 under IP
+ * encapsulation), where the sender then sends the path's packets (struct tx_peer): a NAT
+ * that rewrites the peer's port is followed after one packet. Only from a packet whose tag
+ * verified and that is not a replay: anyone can put the peer's address on a packet, and
+ * whoever steers the port steers the tunnel's traffic. Written only when it changes, so a
+ * packet costs a lookup and a load. */
+static __always_inline void learn_port(const struct rx_tunnel *t, __u32 slot, __u32 p, __be32 addr, __be16 sport)
+{
+	if (!sport || (t->flags & (RX_F_AUTH | RX_F_ANY_PEER)) != RX_F_AUTH)
+		return;
+	struct tx_state *st = bpf_map_lookup_elem(&snd_states, &slot);
+	if (!st)
+		return;
+	struct tx_peer *peer = &st->peers[p & (PLAIT_MAX_PATHS - 1)];
+	struct tx_peer seen = { .addr = addr, .port = sport };
+	if (*(volatile __u64 *)peer != *(__u64 *)&seen)
+		*(volatile __u64 *)peer = *(__u64 *)&seen;
+}
+
 static __always_inline int receive(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -265,12 +285,14 @@ static __always_inline int receive(struct xdp_md *ctx)
 		return verdict(RCV_PASS_FRAGMENT, XDP_PASS);
 	__u32 ip_len = bpf_ntohs(ip->tot_len);
 	__u32 hl = ip->ihl * 4;
+	__be16 sport = 0;
 	if (ip->protocol == IPPROTO_UDP) {
 		struct udphdr *udp = parse_udp(&c, end);
 		if (!udp)
 			return verdict(RCV_PASS_NOT_UDP, XDP_PASS);
 		if (!is_plait_port(udp->dest))
 			return verdict(RCV_PASS_OTHER_PORT, XDP_PASS);
+		sport = udp->source;
 		if (bpf_ntohs(udp->len) != ip_len - hl)
 			return verdict(RCV_DROP_BAD_LENGTH, XDP_DROP);
 	}
@@ -366,6 +388,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 			measure_telemetry(pst, tel, t->epoch);
 		measure_dispersion(&ps->probes, pst, path_seq, tx_ns, now, frame_len);
 		pst->probes++;
+		learn_port(t, slot, p, ip->saddr, sport);
 		return XDP_DROP;
 	} else {
 		if (measure_delay(pst, t, tx_ns, now) && tel)
@@ -375,6 +398,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 		measure_dispersion(&ps->data, pst, path_seq, tx_ns, now, frame_len);
 		int in_order = track_path(ps, pst, path_seq);
 		track_seq(sh, &rs->tunnel, seq, in_order, now, t->epoch);
+		learn_port(t, slot, p, ip->saddr, sport);
 	}
 
 	/* While the agent's resequencer holds its lease, data goes to it to be put in order. */

@@ -12,6 +12,7 @@
 #include "consts.h"
 #include "structs.h"
 #include "parsing.h"
+#include "maps.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -34,14 +35,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tx_cfg);
 } snd_configs SEC(".maps");
-
-/* slot -> sequence numbers, scheduler position and edpf virtual queues. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_TUNNELS);
-	__type(key, __u32);
-	__type(value, struct tx_state);
-} snd_states SEC(".maps");
 
 /* slot * PLAIT_MAX_PATHS + path -> what was sent on the path. */
 struct {
@@ -174,16 +167,27 @@ static __always_inline int take_signal(const struct tx_cfg *cfg, struct tx_state
 	return 0;
 }
 
+/* The UDP port a path's packets go to: the tunnel's, or on an authenticated tunnel the one
+ * the receiver saw the peer's packets on the path come from (struct tx_peer), which a NAT
+ * may have rewritten. */
+static __always_inline __be16 peer_port(const struct tx_cfg *cfg, const struct tx_path *path,
+					 const struct tx_peer *peer)
+{
+	if ((cfg->flags & TX_F_AUTH) && peer->port && peer->addr == path->dst_ip)
+		return peer->port;
+	return cfg->port;
+}
+
 /* The Ethernet header, and the UDP header unless the tunnel encapsulates in IP. */
 static __always_inline void write_eth_l4(struct ethhdr *eth, struct udphdr *udp, const struct tx_cfg *cfg,
-					 const struct tx_path *path, __u16 ip_len)
+					 const struct tx_path *path, __be16 dport, __u16 ip_len)
 {
 	__builtin_memcpy(eth->h_dest, path->dst_mac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, path->src_mac, ETH_ALEN);
 	if (cfg->flags & TX_F_IP_ENCAP)
 		return;
 	udp->source = cfg->port;
-	udp->dest = cfg->port;
+	udp->dest = dport;
 	udp->len = bpf_htons(ip_len - sizeof(struct iphdr));
 	udp->check = 0;
 }
@@ -195,7 +199,7 @@ static __always_inline __u8 outer_protocol(const struct tx_cfg *cfg)
 
 /* Full encapsulation: a new outer IPv4 header in front of the original packet. */
 static __always_inline int write_encap(struct __sk_buff *skb, const struct tx_cfg *cfg,
-				       const struct tx_path *path, __u32 encap_len, __u32 inner_len)
+				       const struct tx_path *path, __be16 dport, __u32 encap_len, __u32 inner_len)
 {
 	/* adjust_room rather than change_head: TCP hands over clones, whose head change_head
 	 * must copy (measured in real traffic: 214 against 309 ns a packet), although it
@@ -224,7 +228,7 @@ static __always_inline int write_encap(struct __sk_buff *skb, const struct tx_cf
 	ip->saddr = path->src_ip;
 	ip->daddr = path->dst_ip;
 	ip->check = csum_fold(path->csum_base + ip->tot_len);
-	write_eth_l4(eth, udp, cfg, path, tot_len);
+	write_eth_l4(eth, udp, cfg, path, dport, tot_len);
 	return 0;
 }
 
@@ -232,7 +236,7 @@ static __always_inline int write_encap(struct __sk_buff *skb, const struct tx_cf
  * IP encapsulation) and the Plait header made after it. TTL, TOS, ID and DF stay the
  * original's. */
 static __always_inline int write_compact(struct __sk_buff *skb, const struct tx_cfg *cfg,
-					 const struct tx_path *path, __u32 encap_len)
+					 const struct tx_path *path, __be16 dport, __u32 encap_len)
 {
 	if (bpf_skb_adjust_room(skb, encap_len, BPF_ADJ_ROOM_NET, 0))
 		return -1;
@@ -255,7 +259,7 @@ static __always_inline int write_compact(struct __sk_buff *skb, const struct tx_
 	for (int i = 0; i < 10; i++)
 		sum += w[i];
 	ip->check = csum_fold(sum);
-	write_eth_l4(eth, udp, cfg, path, tot_len);
+	write_eth_l4(eth, udp, cfg, path, dport, tot_len);
 	return 0;
 }
 
@@ -339,7 +343,9 @@ static __always_inline int send(struct __sk_buff *skb)
 	__u32 seq = __sync_fetch_and_add(&st->seq, 1);
 	__u32 path_seq = __sync_fetch_and_add(&st->path_seq[p], 1);
 
-	int err = compact ? write_compact(skb, cfg, path, encap_len) : write_encap(skb, cfg, path, encap_len, inner_len);
+	__be16 dport = peer_port(cfg, path, &st->peers[p]);
+	int err = compact ? write_compact(skb, cfg, path, dport, encap_len)
+			  : write_encap(skb, cfg, path, dport, encap_len, inner_len);
 	if (err)
 		return verdict(SND_DROP_ADJUST, TC_ACT_SHOT);
 

@@ -55,6 +55,8 @@ func Load(pinDir string) (*Datapath, error) {
 		return nil, fmt.Errorf("load sender maps: %w", err)
 	}
 	if spec, err = loadReceiver(); err == nil {
+		// The receiver writes the peer ports it learns into the sender's state.
+		opts.MapReplacements = map[string]*ebpf.Map{"snd_states": d.snd.SndStates}
 		err = loadPinned(spec, &d.rcv, &opts, pinDir != "")
 	}
 	if err != nil {

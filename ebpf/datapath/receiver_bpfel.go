@@ -178,6 +178,22 @@ type receiverRxTunnel struct {
 	}
 }
 
+type receiverTxState struct {
+	_         structs.HostLayout
+	Seq       uint32
+	Signaled  uint32
+	Counter   uint64
+	PathSeq   [8]uint32
+	BusyUntil [8]uint64
+	_         [16]byte
+	Peers     [8]struct {
+		_    structs.HostLayout
+		Addr uint32
+		Port uint16
+		Pad  uint16
+	}
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -189,6 +205,7 @@ const (
 	receiverMapRcvSeq         = "rcv_seq"
 	receiverMapRcvTunnels     = "rcv_tunnels"
 	receiverMapRcvVerdicts    = "rcv_verdicts"
+	receiverMapSndStates      = "snd_states"
 	receiverProgPlaitDevice   = "plait_device"
 	receiverProgPlaitReceiver = "plait_receiver"
 )
@@ -250,6 +267,7 @@ type receiverMapSpecs struct {
 	RcvSeq      *ebpf.MapSpec `ebpf:"rcv_seq"`
 	RcvTunnels  *ebpf.MapSpec `ebpf:"rcv_tunnels"`
 	RcvVerdicts *ebpf.MapSpec `ebpf:"rcv_verdicts"`
+	SndStates   *ebpf.MapSpec `ebpf:"snd_states"`
 }
 
 // receiverVariableSpecs contains global variables before they are loaded into the kernel.
@@ -285,6 +303,7 @@ type receiverMaps struct {
 	RcvSeq      *ebpf.Map `ebpf:"rcv_seq"`
 	RcvTunnels  *ebpf.Map `ebpf:"rcv_tunnels"`
 	RcvVerdicts *ebpf.Map `ebpf:"rcv_verdicts"`
+	SndStates   *ebpf.Map `ebpf:"snd_states"`
 }
 
 func (m *receiverMaps) Close() error {
@@ -296,6 +315,7 @@ func (m *receiverMaps) Close() error {
 		m.RcvSeq,
 		m.RcvTunnels,
 		m.RcvVerdicts,
+		m.SndStates,
 	)
 }
 

@@ -97,6 +97,13 @@ type senderTxState struct {
 	Counter   uint64
 	PathSeq   [8]uint32
 	BusyUntil [8]uint64
+	_         [16]byte
+	Peers     [8]struct {
+		_    structs.HostLayout
+		Addr uint32
+		Port uint16
+		Pad  uint16
+	}
 }
 
 // Names of all BPF objects in the ELF.

@@ -96,6 +96,25 @@ type SenderCounters struct {
 	Bytes   [wire.MaxPaths]uint64 // on the wire, encapsulation included
 	// Signaled counts the congestion signals given (Tunnel.Signal).
 	Signaled uint32
+	// Peers are the peer's UDP ports the receiver learned, per path (struct tx_peer).
+	Peers [wire.MaxPaths]PeerPort
+}
+
+// PeerPort is the UDP port the peer's authenticated packets on a path came from, and the
+// address they came from: a tunnel with a key sends the path's packets there while the
+// path goes to that address (a NAT that rewrites the peer's port is followed).
+type PeerPort struct {
+	Addr netip.Addr
+	Port uint16 // 0: none learned
+}
+
+// For is the learned port of a path that goes to dst (on a tunnel with a key), or 0 when
+// the sender uses the tunnel's port.
+func (p PeerPort) For(dst netip.Addr) uint16 {
+	if p.Addr != dst {
+		return 0
+	}
+	return p.Port
 }
 
 // ReadSender reads a tunnel slot's sender counters.
@@ -106,6 +125,13 @@ func (d *Datapath) ReadSender(slot uint32) (SenderCounters, error) {
 		return c, fmt.Errorf("read sender state: %w", err)
 	}
 	c.Seq, c.PathSeq, c.Signaled = st.Seq, st.PathSeq, st.Signaled
+	for i, p := range st.Peers {
+		if p.Port != 0 {
+			var a [4]byte
+			binary.NativeEndian.PutUint32(a[:], p.Addr)
+			c.Peers[i] = PeerPort{Addr: netip.AddrFrom4(a), Port: htons(p.Port)}
+		}
+	}
 	var per []senderTxPathStats
 	for p := uint32(0); p < wire.MaxPaths; p++ {
 		if err := d.snd.SndPaths.Lookup(slot*wire.MaxPaths+p, &per); err != nil {

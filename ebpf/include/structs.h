@@ -27,7 +27,7 @@ struct tx_path {
 struct tx_cfg {
 	__be32 prefix;   /* remote prefix: inner destinations that are striped */
 	__be32 mask;
-	__be16 port;     /* UDP port, both ends */
+	__be16 port;     /* UDP port: the source, and the destination unless tx_state.peers has one */
 	__be16 tunnel_id;
 	enum plait_mode mode;
 	__u8 n_paths;
@@ -44,14 +44,28 @@ struct tx_cfg {
 	__u8 slots[WRR_SLOTS];      /* wrr: path of each slot */
 };
 
-/* Mutable per-tunnel sender state, changed with atomics only; survives config flips and
- * agent restarts. */
+/* The peer's UDP port on one path as the receiver last saw it on the peer's
+ * authenticated packets: a NAT on the way may rewrite the port the peer sends from, and
+ * only there do the path's packets reach the peer. It holds for the peer address it was
+ * seen from; a path that goes elsewhere since uses the tunnel's port until the peer's
+ * packets come from there. The receiver writes it as one 64-bit word. */
+struct tx_peer {
+	__be32 addr; /* the peer's outer address (the path's tx_path.dst_ip) ... */
+	__be16 port; /* ... and its UDP source port (0: none seen) */
+	__u16 pad;
+} __attribute__((aligned(8)));
+
+/* Mutable per-tunnel sender state, changed with atomics only (peers: by the receiver, in
+ * single stores); survives config flips and agent restarts. */
 struct tx_state {
 	__u32 seq;      /* next tunnel seq */
 	__u32 signaled; /* congestion signals given (tx_cfg.signal) */
 	__u64 counter; /* rr/wrr position */
 	__u32 path_seq[PLAIT_MAX_PATHS];
 	__u64 busy_until[PLAIT_MAX_PATHS]; /* edpf: when the path's virtual queue drains, ns */
+	/* TX_F_AUTH: where each path's packets go, learned by the receiver (learn_port). Read
+	 * for every packet, written when a port changes: a line no per-packet atomic shares. */
+	struct tx_peer peers[PLAIT_MAX_PATHS] __attribute__((aligned(64)));
 };
 
 struct tx_path_stats {

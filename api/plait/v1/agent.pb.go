@@ -1366,8 +1366,13 @@ type PathStats struct {
 	DispersionBps     float64 `protobuf:"fixed64,50,opt,name=dispersion_bps,json=dispersionBps,proto3" json:"dispersion_bps,omitempty"` // packet-pair capacity estimate, last interval (0: no samples)
 	DispersionSamples uint64  `protobuf:"varint,51,opt,name=dispersion_samples,json=dispersionSamples,proto3" json:"dispersion_samples,omitempty"`
 	LastRxAgeMs       float64 `protobuf:"fixed64,52,opt,name=last_rx_age_ms,json=lastRxAgeMs,proto3" json:"last_rx_age_ms,omitempty"` // time since the last packet arrived on this path
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// UDP port this end sends the path's packets (and probes) to: the tunnel's port, or on a
+	// tunnel with keys the port the peer's authenticated packets on the path came from
+	// (peer_port_learned), which a NAT in front of the peer may have rewritten.
+	PeerPort        uint32 `protobuf:"varint,60,opt,name=peer_port,json=peerPort,proto3" json:"peer_port,omitempty"`
+	PeerPortLearned bool   `protobuf:"varint,61,opt,name=peer_port_learned,json=peerPortLearned,proto3" json:"peer_port_learned,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PathStats) Reset() {
@@ -1587,6 +1592,20 @@ func (x *PathStats) GetLastRxAgeMs() float64 {
 		return x.LastRxAgeMs
 	}
 	return 0
+}
+
+func (x *PathStats) GetPeerPort() uint32 {
+	if x != nil {
+		return x.PeerPort
+	}
+	return 0
+}
+
+func (x *PathStats) GetPeerPortLearned() bool {
+	if x != nil {
+		return x.PeerPortLearned
+	}
+	return false
 }
 
 // Reordering of the tunnel's packet sequence at this receiver, per RFC 4737.
@@ -2093,7 +2112,7 @@ const file_agent_proto_rawDesc = "" +
 	"\fStatsRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\rR\n" +
-	"intervalMs\"\x91\x06\n" +
+	"intervalMs\"\xda\x06\n" +
 	"\tPathStats\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
@@ -2129,7 +2148,9 @@ const file_agent_proto_rawDesc = "" +
 	"\x04hops\x18* \x01(\rR\x04hops\x12%\n" +
 	"\x0edispersion_bps\x182 \x01(\x01R\rdispersionBps\x12-\n" +
 	"\x12dispersion_samples\x183 \x01(\x04R\x11dispersionSamples\x12#\n" +
-	"\x0elast_rx_age_ms\x184 \x01(\x01R\vlastRxAgeMs\"\xf4\x02\n" +
+	"\x0elast_rx_age_ms\x184 \x01(\x01R\vlastRxAgeMs\x12\x1b\n" +
+	"\tpeer_port\x18< \x01(\rR\bpeerPort\x12*\n" +
+	"\x11peer_port_learned\x18= \x01(\bR\x0fpeerPortLearned\"\xf4\x02\n" +
 	"\fReorderStats\x12\x1a\n" +
 	"\breceived\x18\x01 \x01(\x04R\breceived\x12\x1c\n" +
 	"\treordered\x18\x02 \x01(\x04R\treordered\x12'\n" +

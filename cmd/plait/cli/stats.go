@@ -114,7 +114,7 @@ func printTunnelStats(w io.Writer, t *pb.TunnelStats) error {
 	for _, p := range t.Paths {
 		txTotal += p.TxBytes
 	}
-	tb := newTable(w, "PATH", "STATE", "TX SHARE", "TX RATE", "RX RATE", "OWD MIN", "OWD MEAN", "JITTER", "LOST", "LATE", "PAIR RATE", "LAST RX")
+	tb := newTable(w, "PATH", "STATE", "TX SHARE", "TX RATE", "RX RATE", "OWD MIN", "OWD MEAN", "JITTER", "LOST", "LATE", "PAIR RATE", "LAST RX", "PEER PORT")
 	for _, p := range t.Paths {
 		state := "up"
 		if !p.Up {
@@ -125,9 +125,21 @@ func printTunnelStats(w io.Writer, t *pb.TunnelStats) error {
 			share = float64(p.TxBytes) / float64(txTotal)
 		}
 		tb.row(p.Name, state, fmtPct(share), fmtRate(p.TxBps), fmtRate(p.RxBps), fmtUs(p.OwdMinUs), fmtUs(p.OwdMeanUs),
-			fmtUs(p.JitterUs), fmt.Sprint(p.Lost), fmt.Sprint(p.Late), fmtRate(p.DispersionBps), fmtMs(p.LastRxAgeMs))
+			fmtUs(p.JitterUs), fmt.Sprint(p.Lost), fmt.Sprint(p.Late), fmtRate(p.DispersionBps), fmtMs(p.LastRxAgeMs), fmtPort(p))
 	}
 	return tb.flush()
 }
 
 func fmtMs(ms float64) string { return fmtUs(ms * 1000) }
+
+// fmtPort is where the path's packets go: the tunnel's port, or one learned from the
+// peer's packets (a NAT rewrote it); "-" on a receive-only tunnel, which sends nothing.
+func fmtPort(p *pb.PathStats) string {
+	if p.PeerPort == 0 {
+		return "-"
+	}
+	if p.PeerPortLearned {
+		return fmt.Sprintf("%d learned", p.PeerPort)
+	}
+	return fmt.Sprint(p.PeerPort)
+}
