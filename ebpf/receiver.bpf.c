@@ -398,7 +398,9 @@ static __always_inline int receive(struct xdp_md *ctx)
 		measure_dispersion(&ps->data, pst, path_seq, tx_ns, now, frame_len);
 		int in_order = track_path(ps, pst, path_seq);
 		track_seq(sh, &rs->tunnel, seq, in_order, now, t->epoch);
-		learn_port(t, slot, p, ip->saddr, sport);
+		/* A packet the path held back past a NAT's new mapping does not undo it. */
+		if (in_order)
+			learn_port(t, slot, p, ip->saddr, sport);
 	}
 
 	/* While the agent's resequencer holds its lease, data goes to it to be put in order. */

@@ -91,7 +91,9 @@ func TestReceiverLearnsThePeersPort(t *testing.T) {
 	receive("a probe after the NAT's mapping changed", fromPort(probe, 40050), "probe")
 	want("a probe moves it", [3]uint16{7733, 40050, 7733})
 	receive("data from the new port", fromPort(signedPacket(t, k, arrival{seq: 1, path: 1, pathSeq: 1}, 0, inner, false), 40050), "decap")
-	want("unchanged", [3]uint16{7733, 40050, 7733})
+	receive("and more", fromPort(signedPacket(t, k, arrival{seq: 3, path: 1, pathSeq: 3}, 0, inner, false), 40050), "decap")
+	receive("a packet the path held back, from the old port", fromPort(signedPacket(t, k, arrival{seq: 2, path: 1, pathSeq: 2}, 0, inner, false), 40017), "decap")
+	want("a late packet does not move it back", [3]uint16{7733, 40050, 7733})
 
 	// The path now goes to another address: the port learned from the old one is not used.
 	moved := tun
