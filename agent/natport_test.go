@@ -167,6 +167,14 @@ func TestNATRewritingThePortIsFollowed(t *testing.T) {
 		t.Errorf("h1 sends p2's packets to port %d (learned %v), want h2's own %d", ps.PeerPort, ps.PeerPortLearned, wire.Port)
 	}
 
+	// Idle, h2's probes on p2 go to the learned port too, and reach h1.
+	probes := func() uint64 { return stats(t, p.h1, p.a1, time.Second).Paths[1].Probes }
+	before := probes()
+	time.Sleep(500 * time.Millisecond)
+	if n := probes() - before; n < 3 {
+		t.Errorf("idle for 0.5 s, h1 received %d of h2's probes on p2 (one every 50 ms)", n)
+	}
+
 	stop := p.watchUp(t)
 	tx0, rx0 := p.p2(t)
 	p.h2.Start("iperf3", "-s", "-1")
