@@ -72,6 +72,15 @@ struct {
 	__type(value, struct rx_reseq);
 } rcv_reseq SEC(".maps");
 
+/* RX_F_REPAIR: path_seq gaps (struct rx_gap) for the agent, which asks the peer to resend
+ * them. Written only on a gap, so a path without loss pays nothing for it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 16);
+} rcv_gaps SEC(".maps");
+/* Puts struct rx_gap in BTF for bpf2go's Go mirror. */
+const struct rx_gap *rx_gap_type __attribute__((unused));
+
 /* enum receiver_stat -> packets. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -136,7 +145,8 @@ static __always_inline void eth_put(void *eth, const struct eth_words *w)
 struct delivery {
 	__u32 reseq;  /* the resequencer's device (0: deliver directly) */
 	__be32 seq;   /* the packet's place in the tunnel's sequence ... */
-	__u8 path;    /* ... and the path it came by, for the resequencer */
+	__u8 path;    /* ... and the path it came by (| PLAIT_PATH_REPAIR: a repair), for the
+		       * resequencer */
 };
 
 static __always_inline void deliver_to(struct eth_words *eth, const struct rx_tunnel *t, const struct delivery *d)
@@ -267,6 +277,18 @@ static __always_inline void learn_port(const struct rx_tunnel *t, __u32 slot, __
 		*(volatile __u64 *)peer = *(__u64 *)&seen;
 }
 
+/* Tells the agent that count path_seqs from first did not arrive on path p. */
+static __always_inline void report_gap(struct rx_tunnel_stats *st, __u32 slot, __u32 p, __u32 first, __u32 count)
+{
+	struct rx_gap g = { .slot = slot, .path = p, .first = first, .count = count };
+	if (bpf_ringbuf_output(&rcv_gaps, &g, sizeof(g), 0)) {
+		verdict(RCV_GAP_LOST, 0);
+		return;
+	}
+	st->gaps++;
+	st->gap_seqs += count;
+}
+
 static __always_inline int receive(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -306,7 +328,9 @@ static __always_inline int receive(struct xdp_md *ctx)
 		return verdict(RCV_DROP_TRUNCATED, XDP_DROP);
 	if (ph->ver_flags >> 4 != PLAIT_VERSION)
 		return verdict(RCV_DROP_BAD_VERSION, XDP_DROP);
-	if (ph->path_id >= PLAIT_MAX_PATHS)
+	__u32 path_id = ph->path_id & ~PLAIT_PATH_REPAIR;
+	int repair = ph->path_id & PLAIT_PATH_REPAIR;
+	if (path_id >= PLAIT_MAX_PATHS)
 		return verdict(RCV_DROP_BAD_PATH, XDP_DROP);
 	__u32 tid = bpf_ntohs(ph->tunnel_id);
 	__u32 *slotp = bpf_map_lookup_elem(&rcv_ids, &tid);
@@ -317,7 +341,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if (!t)
 		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
 	__u32 reason;
-	if (!check_peer(t, ip, ph->path_id, ctx->ingress_ifindex, &reason))
+	if (!check_peer(t, ip, path_id, ctx->ingress_ifindex, &reason))
 		return verdict(reason, XDP_DROP);
 
 	__u32 flags = ph->ver_flags & 0x0f;
@@ -365,7 +389,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if (!sh || !rs)
 		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
 
-	__u32 p = ph->path_id & (PLAIT_MAX_PATHS - 1);
+	__u32 p = path_id & (PLAIT_MAX_PATHS - 1);
 	struct rx_path_stats *pst = &rs->paths[p];
 	struct rx_path_shared *ps = &sh->paths[p];
 	__u64 now = bpf_ktime_get_ns();
@@ -374,7 +398,15 @@ static __always_inline int receive(struct xdp_md *ctx)
 	__u32 seq = bpf_ntohl(ph->seq);
 	__u32 frame_len = (void *)ip + ip_len - data;
 	int probe = flags & PLAIT_F_PROBE;
-	if (!believe(sh, ps, seq, path_seq, probe, auth)) {
+	if (repair) {
+		/* A repair fills a hole: taken once (anti-replay: the lost seq was never seen, a
+		 * copy of one that came is refused), measured as nothing on its path. */
+		if (probe)
+			return verdict(RCV_DROP_REPAIR_PROBE, XDP_DROP);
+		if (auth && replayed(sh, seq))
+			return verdict(RCV_DROP_REPLAY, XDP_DROP);
+		rs->tunnel.repairs++;
+	} else if (!believe(sh, ps, seq, path_seq, probe, auth)) {
 		/* Authenticated, a jump is a replay until confirmed: not passed on. */
 		pst->held++;
 		if (probe || auth)
@@ -396,15 +428,18 @@ static __always_inline int receive(struct xdp_md *ctx)
 		pst->packets++;
 		pst->bytes += frame_len;
 		measure_dispersion(&ps->data, pst, path_seq, tx_ns, now, frame_len);
-		int in_order = track_path(ps, pst, path_seq);
+		__u32 gap = 0;
+		int in_order = track_path(ps, pst, path_seq, &gap);
 		track_seq(sh, &rs->tunnel, seq, in_order, now, t->epoch);
 		/* A packet the path held back past a NAT's new mapping does not undo it. */
 		if (in_order)
 			learn_port(t, slot, p, ip->saddr, sport);
+		if (gap && (t->flags & RX_F_REPAIR))
+			report_gap(&rs->tunnel, slot, p, path_seq - gap, gap);
 	}
 
 	/* While the agent's resequencer holds its lease, data goes to it to be put in order. */
-	struct delivery d = { .seq = ph->seq, .path = p };
+	struct delivery d = { .seq = ph->seq, .path = p | repair };
 	struct rx_reseq *rq = bpf_map_lookup_elem(&rcv_reseq, &slot);
 	if (rq && rq->ifindex && now < rq->until_ns)
 		d.reseq = rq->ifindex;

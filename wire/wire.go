@@ -62,6 +62,11 @@ const (
 	FlagCompact   = 0x4 // a TCP segment follows; its IPv4 header is the outer one
 )
 
+// PathRepair is the top bit of the path id: the packet is a repair, the sender's copy of
+// a packet lost on its path, resent on the path the low bits name with its original seq
+// and path_seq. Path ids are below MaxPaths, and the flags nibble is full.
+const PathRepair = 0x80
+
 // Field describes one field of a wire structure; Layout lists them in wire order so the
 // C and P4 definitions can be checked against the same table. All fields are big-endian.
 type Field struct {

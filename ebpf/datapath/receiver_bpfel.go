@@ -34,7 +34,9 @@ const (
 	receiverReceiverStatRCV_DROP_NO_TAG         receiverReceiverStat = 15
 	receiverReceiverStatRCV_DROP_BAD_TAG        receiverReceiverStat = 16
 	receiverReceiverStatRCV_DROP_REPLAY         receiverReceiverStat = 17
-	receiverReceiverStatRCV_STAT_MAX            receiverReceiverStat = 18
+	receiverReceiverStatRCV_DROP_REPAIR_PROBE   receiverReceiverStat = 18
+	receiverReceiverStatRCV_GAP_LOST            receiverReceiverStat = 19
+	receiverReceiverStatRCV_STAT_MAX            receiverReceiverStat = 20
 )
 
 type receiverRxFlag uint8
@@ -42,7 +44,16 @@ type receiverRxFlag uint8
 const (
 	receiverRxFlagRX_F_ANY_PEER receiverRxFlag = 1
 	receiverRxFlagRX_F_AUTH     receiverRxFlag = 2
+	receiverRxFlagRX_F_REPAIR   receiverRxFlag = 4
 )
+
+type receiverRxGap struct {
+	_     structs.HostLayout
+	Slot  uint32
+	Path  uint32
+	First uint32
+	Count uint32
+}
 
 type receiverRxPorts struct {
 	_    structs.HostLayout
@@ -110,11 +121,14 @@ type receiverRxStats struct {
 		UnknownExtent  uint64
 		Dups           uint64
 		LateNsSum      uint64
+		Repairs        uint64
+		Gaps           uint64
+		GapSeqs        uint64
 		LateEpoch      [2]uint32
 		LateNsMax      [2]uint64
 		ExtentHist     [16]uint64
 	}
-	_     [48]byte
+	_     [24]byte
 	Paths [8]struct {
 		_             structs.HostLayout
 		Packets       uint64
@@ -199,6 +213,7 @@ type receiverTxState struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	receiverMapRcvCounters    = "rcv_counters"
+	receiverMapRcvGaps        = "rcv_gaps"
 	receiverMapRcvIds         = "rcv_ids"
 	receiverMapRcvPorts       = "rcv_ports"
 	receiverMapRcvReseq       = "rcv_reseq"
@@ -208,6 +223,7 @@ const (
 	receiverMapSndStates      = "snd_states"
 	receiverProgPlaitDevice   = "plait_device"
 	receiverProgPlaitReceiver = "plait_receiver"
+	receiverVarRxGapType      = "rx_gap_type"
 )
 
 // loadReceiver returns the embedded CollectionSpec for receiver.
@@ -261,6 +277,7 @@ type receiverProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type receiverMapSpecs struct {
 	RcvCounters *ebpf.MapSpec `ebpf:"rcv_counters"`
+	RcvGaps     *ebpf.MapSpec `ebpf:"rcv_gaps"`
 	RcvIds      *ebpf.MapSpec `ebpf:"rcv_ids"`
 	RcvPorts    *ebpf.MapSpec `ebpf:"rcv_ports"`
 	RcvReseq    *ebpf.MapSpec `ebpf:"rcv_reseq"`
@@ -274,6 +291,7 @@ type receiverMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type receiverVariableSpecs struct {
+	RxGapType *ebpf.VariableSpec `ebpf:"rx_gap_type"`
 }
 
 // receiverObjects contains all objects after they have been loaded into the kernel.
@@ -297,6 +315,7 @@ func (o *receiverObjects) Close() error {
 // It can be passed to loadReceiverObjects or ebpf.CollectionSpec.LoadAndAssign.
 type receiverMaps struct {
 	RcvCounters *ebpf.Map `ebpf:"rcv_counters"`
+	RcvGaps     *ebpf.Map `ebpf:"rcv_gaps"`
 	RcvIds      *ebpf.Map `ebpf:"rcv_ids"`
 	RcvPorts    *ebpf.Map `ebpf:"rcv_ports"`
 	RcvReseq    *ebpf.Map `ebpf:"rcv_reseq"`
@@ -309,6 +328,7 @@ type receiverMaps struct {
 func (m *receiverMaps) Close() error {
 	return _ReceiverClose(
 		m.RcvCounters,
+		m.RcvGaps,
 		m.RcvIds,
 		m.RcvPorts,
 		m.RcvReseq,
@@ -323,6 +343,7 @@ func (m *receiverMaps) Close() error {
 //
 // It can be passed to loadReceiverObjects or ebpf.CollectionSpec.LoadAndAssign.
 type receiverVariables struct {
+	RxGapType *ebpf.Variable `ebpf:"rx_gap_type"`
 }
 
 // receiverPrograms contains all programs after they have been loaded into the kernel.

@@ -54,14 +54,15 @@ func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 	if ph[0]>>4 != 1 {
 		return "drop_bad_version"
 	}
-	if ph[1] >= 8 {
+	pathID, repair := int(ph[1]&^wire.PathRepair), ph[1]&wire.PathRepair != 0
+	if pathID >= 8 {
 		return "drop_bad_path"
 	}
 	if !tunnelValid(be.Uint16(ph[2:])) {
 		return "drop_unknown_tunnel"
 	}
 	// Every frame arrives on rxIfindex, every test path's interface.
-	if reason := peerCheck(netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])), int(ph[1])); reason != "" {
+	if reason := peerCheck(netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])), pathID); reason != "" {
 		return reason
 	}
 	rest := ph[16:]
@@ -93,8 +94,11 @@ func classify(b []byte, tunnelValid, restores func(uint16) bool) string {
 		return decap
 	}
 	if ph[0]&wire.FlagProbe != 0 {
-		if tagged {
+		switch {
+		case tagged:
 			return decap
+		case repair:
+			return "drop_repair_probe"
 		}
 		return "probe"
 	}
@@ -193,8 +197,9 @@ func TestReceiverRandomAndMutatedPackets(t *testing.T) {
 			t.Errorf("verdict %s: counted %d, reference %d", name, got[name], want[name])
 		}
 	}
-	// Mutated seq and path_seq fields jump: those packets pass unmeasured (held).
-	var pkts, prb, held, received uint64
+	// Mutated seq and path_seq fields jump: those packets pass unmeasured (held); a
+	// mutated path id may mark a packet as a repair, counted on no path.
+	var pkts, prb, held, received, repairs uint64
 	for _, slot := range []uint32{rxSlot, rxSlot + 1} {
 		rx, err := d.ReadReceiver(slot, 1)
 		if err != nil {
@@ -206,9 +211,10 @@ func TestReceiverRandomAndMutatedPackets(t *testing.T) {
 			held += p.Held
 		}
 		received += rx.Received
+		repairs += rx.Repairs
 	}
-	if pkts+prb+held != decapped+probes || received != pkts || held > (decapped+probes)/50 {
-		t.Errorf("measurements: %d packets %d probes %d held %d received; verdicts say %d decapsulated, %d probes", pkts, prb, held, received, decapped, probes)
+	if pkts+prb+held+repairs != decapped+probes || received != pkts || held > (decapped+probes)/50 {
+		t.Errorf("measurements: %d packets %d probes %d held %d received %d repairs; verdicts say %d decapsulated, %d probes", pkts, prb, held, received, repairs, decapped, probes)
 	}
 	t.Logf("%d frames: %v", n, want)
 }

@@ -187,6 +187,9 @@ type Receiver struct {
 	// on the path interface.
 	PeerIfindex uint32
 	DeviceMAC   net.HardwareAddr
+	// Repair: gaps in a path's path_seq are reported to the agent (Gaps), which asks the
+	// peer to resend them.
+	Repair bool
 }
 
 // RxPathConfig is one path as the receiver checks it.
@@ -266,6 +269,9 @@ func (d *Datapath) SetReceiver(r Receiver) error {
 	}
 	for i, p := range r.Paths {
 		t.Paths[i].Src, t.Paths[i].Dst, t.Paths[i].Ifindex = be32(p.Src), be32(p.Dst), p.Ifindex
+	}
+	if r.Repair {
+		t.Flags |= receiverRxFlagRX_F_REPAIR
 	}
 	if len(r.Keys) > 0 {
 		t.Flags |= receiverRxFlagRX_F_AUTH
@@ -372,9 +378,12 @@ type RxTunnel struct {
 	ThreeReordered, UnknownExtent, Dups       uint64
 	LateNsSum                                 uint64
 	LateNsMax                                 uint64 // maximum of the epoch asked for
-	ExtentHist                                [len(receiverRxStats{}.Tunnel.ExtentHist)]uint64
-	MaxSeq, Arrivals, Resyncs                 uint32
-	Paths                                     [wire.MaxPaths]RxPath
+	// Repairs taken (in no path's counts); Gaps reported to the agent, and the path_seqs
+	// in them (GapSeqs).
+	Repairs, Gaps, GapSeqs    uint64
+	ExtentHist                [len(receiverRxStats{}.Tunnel.ExtentHist)]uint64
+	MaxSeq, Arrivals, Resyncs uint32
+	Paths                     [wire.MaxPaths]RxPath
 }
 
 // ReadReceiver reads a slot's measurements; interval extremes are those of epoch.
@@ -399,6 +408,9 @@ func (d *Datapath) ReadReceiver(slot, epoch uint32) (RxTunnel, error) {
 		out.UnknownExtent += t.UnknownExtent
 		out.Dups += t.Dups
 		out.LateNsSum += t.LateNsSum
+		out.Repairs += t.Repairs
+		out.Gaps += t.Gaps
+		out.GapSeqs += t.GapSeqs
 		if t.LateEpoch[k] == epoch {
 			out.LateNsMax = max(out.LateNsMax, t.LateNsMax[k])
 		}

@@ -66,6 +66,9 @@ enum rx_flag : __u8 {
 	/* Only packets tagged under one of rx_tunnel.keys are taken, once each (anti-replay
 	 * window on seq). */
 	RX_F_AUTH = 0x2,
+	/* Repair (the agent resends lost packets): a gap in a path's path_seq is reported to
+	 * the agent (rcv_gaps) so that it can ask the peer for the missing packets. */
+	RX_F_REPAIR = 0x4,
 };
 
 /* The anti-replay window (RFC 4303 section 3.4.3, kept as WireGuard keeps it): a ring of
@@ -80,7 +83,8 @@ enum rx_flag : __u8 {
 
 /* Frames to the agent's resequencer (struct rx_reseq): the decapsulated packet with this
  * EtherType (IEEE 802 local experimental 1), the path id in the first byte of the source
- * address and the tunnel seq in its last four, big-endian. No protocol handler of
+ * address (| PLAIT_PATH_REPAIR on a repair) and the tunnel seq in its last four,
+ * big-endian. No protocol handler of
  * the stack takes them. datapath.ReseqEtherType mirrors it (tests/wireformat checks it). */
 #define RESEQ_ETH_P 0x88B5
 
@@ -125,6 +129,8 @@ enum receiver_stat {
 	RCV_DROP_NO_TAG,        /* the tunnel authenticates, the packet carries no tag */
 	RCV_DROP_BAD_TAG,       /* the tag is none of the tunnel's keys' (or it has no key) */
 	RCV_DROP_REPLAY,        /* authenticated, but seen before or behind the window */
+	RCV_DROP_REPAIR_PROBE,  /* a probe marked as a repair: only data is repaired */
+	RCV_GAP_LOST,           /* a path_seq gap the agent was not told of (rcv_gaps full) */
 	RCV_STAT_MAX,
 };
 

@@ -49,12 +49,13 @@ static __always_inline __s32 take_arrival(struct rx_shared *sh, __u32 seq, __u32
 }
 
 /* Per-path sequence: in order, late (intra-path reordering) or duplicate. Returns 1 when
- * the packet was in order on its path. Plain loads and stores, no atomics: a path's
- * packets are taken by one CPU at a time (its interface queue's NAPI poll; the outer
- * addresses and ports are fixed, so RSS keeps them on one queue), and were two CPUs to
- * race, a late or duplicate count would be off by one, nothing more. */
+ * the packet was in order on its path; *gap is how many path_seqs it skipped (left as
+ * it is: none). Plain loads and stores, no atomics: a path's packets are taken by one CPU
+ * at a time (its interface queue's NAPI poll; the outer addresses and ports are fixed, so
+ * RSS keeps them on one queue), and were two CPUs to race, a late or duplicate count
+ * would be off by one, nothing more. */
 static __always_inline int track_path(struct rx_path_shared *ps, struct rx_path_stats *st,
-				      __u32 path_seq)
+				      __u32 path_seq, __u32 *gap)
 {
 	if (!ps->started) {
 		ps->started = 1;
@@ -65,8 +66,10 @@ static __always_inline int track_path(struct rx_path_shared *ps, struct rx_path_
 	__s32 d = seq_diff(path_seq, ps->max_ps);
 	if (d > 0) {
 		/* A jump beyond JUMP_WINDOW is believe()'s to confirm. */
-		if (d < JUMP_WINDOW)
+		if (d < JUMP_WINDOW) {
 			ps->max_ps = path_seq;
+			*gap = d - 1;
+		}
 		return 1;
 	}
 	if (d == 0)

@@ -42,13 +42,19 @@
 #define PLAIT_F_COMPACT 0x4   /* a TCP segment follows, its IPv4 header is the outer one */
 #define PLAIT_F_AUTH 0x8      /* a tag follows the header (and telemetry) */
 
+/* The top bit of path_id (path ids are below PLAIT_MAX_PATHS): a repair, the sender's
+ * copy of a packet lost on its path, resent on the path the low bits name with its
+ * original seq and path_seq. The flags nibble is full. */
+#define PLAIT_PATH_REPAIR 0x80
+
 /* Every field lies at a multiple of its size, so the structs need no packing: unpacked,
  * the programs read and write each field in one load or store rather than byte by byte
  * (the header sits 2 bytes off a word boundary in the frame, which the kernel allows for
  * packet data on the architectures the programs are built for). */
 struct plait_hdr {
 	__u8 ver_flags;   /* version in the high nibble (PLAIT_VERSION), PLAIT_F_* flags in the low */
-	__u8 path_id;     /* index of the path in the sender's path table, < PLAIT_MAX_PATHS */
+	__u8 path_id;     /* index of the path in the sender's path table, < PLAIT_MAX_PATHS;
+			   * | PLAIT_PATH_REPAIR on a repair */
 	__be16 tunnel_id; /* striped tunnel (sender/receiver pair); same id in both directions */
 	__be32 seq;       /* tunnel-wide packet sequence: gaps here are reordering or loss */
 	__be32 path_seq;  /* per-path sequence: a gap here is a loss on that path */

@@ -194,6 +194,9 @@ struct rx_tunnel_stats {
 	__u64 unknown_extent;
 	__u64 dups;
 	__u64 late_ns_sum;
+	__u64 repairs;  /* repairs taken (PLAIT_PATH_REPAIR): in no path's counts */
+	__u64 gaps;     /* RX_F_REPAIR: path_seq gaps reported to the agent ... */
+	__u64 gap_seqs; /* ... and the path_seqs in them */
 	__u32 late_epoch[2];
 	__u64 late_ns_max[2];
 	__u64 extent_hist[EXTENT_BUCKETS];
@@ -213,6 +216,14 @@ struct rx_reseq {
 	__u32 ifindex;
 	__u32 pad;
 	__u64 until_ns;
+};
+
+/* rcv_gaps record (RX_F_REPAIR): count path_seqs from first are missing on a path. */
+struct rx_gap {
+	__u32 slot;
+	__u32 path;
+	__u32 first;
+	__u32 count;
 };
 
 #endif /* PLAIT_STRUCTS_H */

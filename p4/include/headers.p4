@@ -15,6 +15,7 @@ const bit<4> PLAIT_VERSION = 1;
 const bit<4> PLAIT_F_PROBE = 0x1;     // measurement probe: no inner packet follows
 const bit<4> PLAIT_F_TELEMETRY = 0x2; // a plait_tel block follows the header
 const bit<4> PLAIT_F_COMPACT = 0x4;   // a TCP segment follows; its IPv4 header is the outer one
+const bit<8> PLAIT_PATH_REPAIR = 0x80; // path_id's top bit: a repair, resent on path_id[2:0]
 
 header ethernet_t {
     bit<48> dst_addr;
@@ -47,7 +48,7 @@ header udp_t {
 header plait_t {
     bit<4>  version;   // PLAIT_VERSION
     bit<4>  flags;     // PLAIT_F_*
-    bit<8>  path_id;   // index of the path in the tunnel's path table, < 8
+    bit<8>  path_id;   // index of the path in the tunnel's path table, < 8; | PLAIT_PATH_REPAIR
     bit<16> tunnel_id; // striped tunnel (sender/receiver pair)
     bit<32> seq;       // tunnel-wide packet sequence
     bit<32> path_seq;  // per-path sequence: a gap is a loss on that path

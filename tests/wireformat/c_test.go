@@ -34,7 +34,7 @@ struct plait_tel t;
 enum plait_consts {
 	c_version = PLAIT_VERSION, c_udp_port = PLAIT_UDP_PORT, c_ipproto = PLAIT_IPPROTO,
 	c_f_probe = PLAIT_F_PROBE, c_f_telemetry = PLAIT_F_TELEMETRY, c_f_compact = PLAIT_F_COMPACT,
-	c_f_auth = PLAIT_F_AUTH, c_tag_len = PLAIT_TAG_LEN, c_tag_cover = PLAIT_TAG_COVER,
+	c_f_auth = PLAIT_F_AUTH, c_path_repair = PLAIT_PATH_REPAIR, c_tag_len = PLAIT_TAG_LEN, c_tag_cover = PLAIT_TAG_COVER,
 	c_max_paths = PLAIT_MAX_PATHS, c_encap_len = PLAIT_ENCAP_LEN, c_compact_len = PLAIT_COMPACT_LEN,
 	c_ip_encap_len = PLAIT_IP_ENCAP_LEN, c_ip_compact_len = PLAIT_IP_COMPACT_LEN, c_tel_len = PLAIT_TEL_LEN,
 	c_wrr_slots = WRR_SLOTS, c_max_tunnels = MAX_TUNNELS, c_reseq_eth_p = RESEQ_ETH_P,
@@ -59,7 +59,7 @@ enum plait_consts {
 	want := map[string]uint64{
 		"c_version": wire.Version, "c_udp_port": wire.Port, "c_ipproto": wire.IPProto,
 		"c_f_probe": wire.FlagProbe, "c_f_telemetry": wire.FlagTelemetry, "c_f_compact": wire.FlagCompact,
-		"c_f_auth": wire.FlagAuth, "c_tag_len": wire.TagLen, "c_tag_cover": wire.TagCover,
+		"c_f_auth": wire.FlagAuth, "c_path_repair": wire.PathRepair, "c_tag_len": wire.TagLen, "c_tag_cover": wire.TagCover,
 		"c_max_paths": wire.MaxPaths, "c_encap_len": wire.EncapLen, "c_compact_len": wire.CompactLen,
 		"c_ip_encap_len": wire.IPEncapLen, "c_ip_compact_len": wire.IPCompactLen, "c_tel_len": wire.TelemetryLen,
 		"c_wrr_slots": split.HostSlots, "c_max_tunnels": datapath.MaxTunnels,

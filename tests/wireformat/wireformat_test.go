@@ -48,6 +48,9 @@ func TestP4Layout(t *testing.T) {
 		t.Errorf("P4 PLAIT_VERSION %d, wire.Version %d", c, wire.Version)
 	}
 	checkP4Limits(t, prog)
+	if c := prog.Consts["PLAIT_PATH_REPAIR"]; c != wire.PathRepair {
+		t.Errorf("P4 PLAIT_PATH_REPAIR %d, wire.PathRepair %d", c, wire.PathRepair)
+	}
 	if prog.Consts["PLAIT_F_PROBE"] != wire.FlagProbe || prog.Consts["PLAIT_F_TELEMETRY"] != wire.FlagTelemetry || prog.Consts["PLAIT_F_COMPACT"] != wire.FlagCompact {
 		t.Errorf("P4 flags %d/%d/%d, wire %d/%d/%d", prog.Consts["PLAIT_F_PROBE"], prog.Consts["PLAIT_F_TELEMETRY"], prog.Consts["PLAIT_F_COMPACT"], wire.FlagProbe, wire.FlagTelemetry, wire.FlagCompact)
 	}

@@ -273,7 +273,14 @@ type TunnelConfig struct {
 	// in use has delivered beyond it), or has waited a bound derived from the paths'
 	// measured delays and jitter (docs/datapath.md#resequencing). Needs the tunnel device
 	// (not receive_only).
-	Resequence    bool `protobuf:"varint,22,opt,name=resequence,proto3" json:"resequence,omitempty"`
+	Resequence bool `protobuf:"varint,22,opt,name=resequence,proto3" json:"resequence,omitempty"`
+	// Repair losses on the tunnel's paths (docs/datapath.md#repair): the sender keeps a
+	// copy of what it sent on each path for a while, the receiver asks for what a gap in a
+	// path's path_seq says is lost, and the sender resends it on its lowest-delay path, so
+	// that TCP does not take a path's random loss for congestion. Needs the peer address
+	// (requests travel to it through the tunnel) and repair on both ends; with resequence
+	// on, a lost packet's followers wait for its repair.
+	Repair        bool `protobuf:"varint,23,opt,name=repair,proto3" json:"repair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +430,13 @@ func (x *TunnelConfig) GetAuth() *Auth {
 func (x *TunnelConfig) GetResequence() bool {
 	if x != nil {
 		return x.Resequence
+	}
+	return false
+}
+
+func (x *TunnelConfig) GetRepair() bool {
+	if x != nil {
+		return x.Repair
 	}
 	return false
 }
@@ -1737,6 +1751,7 @@ type TunnelStats struct {
 	Signals       uint32                 `protobuf:"varint,6,opt,name=signals,proto3" json:"signals,omitempty"`        // congestion signals the sender has given, asked for or triggered
 	Triggered     uint32                 `protobuf:"varint,7,opt,name=triggered,proto3" json:"triggered,omitempty"`    // of those, asked for by the SignalTrigger
 	Resequencer   *ResequencerStats      `protobuf:"bytes,8,opt,name=resequencer,proto3" json:"resequencer,omitempty"` // set while the tunnel resequences
+	Repair        *RepairStats           `protobuf:"bytes,9,opt,name=repair,proto3" json:"repair,omitempty"`           // set while the tunnel repairs
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1827,6 +1842,115 @@ func (x *TunnelStats) GetResequencer() *ResequencerStats {
 	return nil
 }
 
+func (x *TunnelStats) GetRepair() *RepairStats {
+	if x != nil {
+		return x.Repair
+	}
+	return nil
+}
+
+// What repair did, cumulative: as receiver (gaps seen, path_seqs asked for, repairs
+// taken) and as sender (packets kept, requests answered).
+type RepairStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Gaps          uint64                 `protobuf:"varint,1,opt,name=gaps,proto3" json:"gaps,omitempty"`                              // gaps in a path's path_seq the receiver reported
+	Asked         uint64                 `protobuf:"varint,2,opt,name=asked,proto3" json:"asked,omitempty"`                            // path_seqs asked of the peer
+	Received      uint64                 `protobuf:"varint,3,opt,name=received,proto3" json:"received,omitempty"`                      // repairs the receiver took (counted on no path)
+	Kept          uint64                 `protobuf:"varint,4,opt,name=kept,proto3" json:"kept,omitempty"`                              // packets the sender kept a copy of
+	Resent        uint64                 `protobuf:"varint,5,opt,name=resent,proto3" json:"resent,omitempty"`                          // repairs the sender sent
+	Missing       uint64                 `protobuf:"varint,6,opt,name=missing,proto3" json:"missing,omitempty"`                        // asked for, but no longer (or never) kept
+	TapBusyNs     uint64                 `protobuf:"varint,7,opt,name=tap_busy_ns,json=tapBusyNs,proto3" json:"tap_busy_ns,omitempty"` // CPU time spent keeping copies, system calls included
+	WaitUs        float64                `protobuf:"fixed64,8,opt,name=wait_us,json=waitUs,proto3" json:"wait_us,omitempty"`           // how long the resequencer waits for a repair now
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairStats) Reset() {
+	*x = RepairStats{}
+	mi := &file_agent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairStats) ProtoMessage() {}
+
+func (x *RepairStats) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairStats.ProtoReflect.Descriptor instead.
+func (*RepairStats) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RepairStats) GetGaps() uint64 {
+	if x != nil {
+		return x.Gaps
+	}
+	return 0
+}
+
+func (x *RepairStats) GetAsked() uint64 {
+	if x != nil {
+		return x.Asked
+	}
+	return 0
+}
+
+func (x *RepairStats) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *RepairStats) GetKept() uint64 {
+	if x != nil {
+		return x.Kept
+	}
+	return 0
+}
+
+func (x *RepairStats) GetResent() uint64 {
+	if x != nil {
+		return x.Resent
+	}
+	return 0
+}
+
+func (x *RepairStats) GetMissing() uint64 {
+	if x != nil {
+		return x.Missing
+	}
+	return 0
+}
+
+func (x *RepairStats) GetTapBusyNs() uint64 {
+	if x != nil {
+		return x.TapBusyNs
+	}
+	return 0
+}
+
+func (x *RepairStats) GetWaitUs() float64 {
+	if x != nil {
+		return x.WaitUs
+	}
+	return 0
+}
+
 // What the receiving end's resequencer did, cumulative since it started; every packet it
 // released counts once in in_order, bound, lost, skipped, late or passed.
 type ResequencerStats struct {
@@ -1848,7 +1972,7 @@ type ResequencerStats struct {
 
 func (x *ResequencerStats) Reset() {
 	*x = ResequencerStats{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1984,7 @@ func (x *ResequencerStats) String() string {
 func (*ResequencerStats) ProtoMessage() {}
 
 func (x *ResequencerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1997,7 @@ func (x *ResequencerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResequencerStats.ProtoReflect.Descriptor instead.
 func (*ResequencerStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResequencerStats) GetInOrder() uint64 {
@@ -1965,7 +2089,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2101,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2114,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Stats) GetTunnels() []*TunnelStats {
@@ -2028,7 +2152,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xbe\x04\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xd6\x04\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -2050,7 +2174,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x04auth\x18\x15 \x01(\v2\x0e.plait.v1.AuthR\x04auth\x12\x1e\n" +
 	"\n" +
 	"resequence\x18\x16 \x01(\bR\n" +
-	"resequence\"O\n" +
+	"resequence\x12\x16\n" +
+	"\x06repair\x18\x17 \x01(\bR\x06repair\"O\n" +
 	"\x04Auth\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12\x1a\n" +
 	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12\x17\n" +
@@ -2165,7 +2290,7 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"intra_path\x18\t \x01(\x04R\tintraPath\x12%\n" +
 	"\x0eunknown_extent\x18\n" +
-	" \x01(\x04R\runknownExtent\"\xc2\x02\n" +
+	" \x01(\x04R\runknownExtent\"\xf1\x02\n" +
 	"\vTunnelStats\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x1d\n" +
@@ -2175,7 +2300,17 @@ const file_agent_proto_rawDesc = "" +
 	"\areorder\x18\x05 \x01(\v2\x16.plait.v1.ReorderStatsR\areorder\x12\x18\n" +
 	"\asignals\x18\x06 \x01(\rR\asignals\x12\x1c\n" +
 	"\ttriggered\x18\a \x01(\rR\ttriggered\x12<\n" +
-	"\vresequencer\x18\b \x01(\v2\x1a.plait.v1.ResequencerStatsR\vresequencer\"\x93\x02\n" +
+	"\vresequencer\x18\b \x01(\v2\x1a.plait.v1.ResequencerStatsR\vresequencer\x12-\n" +
+	"\x06repair\x18\t \x01(\v2\x15.plait.v1.RepairStatsR\x06repair\"\xd2\x01\n" +
+	"\vRepairStats\x12\x12\n" +
+	"\x04gaps\x18\x01 \x01(\x04R\x04gaps\x12\x14\n" +
+	"\x05asked\x18\x02 \x01(\x04R\x05asked\x12\x1a\n" +
+	"\breceived\x18\x03 \x01(\x04R\breceived\x12\x12\n" +
+	"\x04kept\x18\x04 \x01(\x04R\x04kept\x12\x16\n" +
+	"\x06resent\x18\x05 \x01(\x04R\x06resent\x12\x18\n" +
+	"\amissing\x18\x06 \x01(\x04R\amissing\x12\x1e\n" +
+	"\vtap_busy_ns\x18\a \x01(\x04R\ttapBusyNs\x12\x17\n" +
+	"\await_us\x18\b \x01(\x01R\x06waitUs\"\x93\x02\n" +
 	"\x10ResequencerStats\x12\x19\n" +
 	"\bin_order\x18\x01 \x01(\x04R\ainOrder\x12\x14\n" +
 	"\x05bound\x18\x02 \x01(\x04R\x05bound\x12\x12\n" +
@@ -2238,7 +2373,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
 	(Encap)(0),                      // 1: plait.v1.Encap
@@ -2263,10 +2398,11 @@ var file_agent_proto_goTypes = []any{
 	(*PathStats)(nil),               // 20: plait.v1.PathStats
 	(*ReorderStats)(nil),            // 21: plait.v1.ReorderStats
 	(*TunnelStats)(nil),             // 22: plait.v1.TunnelStats
-	(*ResequencerStats)(nil),        // 23: plait.v1.ResequencerStats
-	(*Stats)(nil),                   // 24: plait.v1.Stats
-	nil,                             // 25: plait.v1.Stats.SenderEntry
-	nil,                             // 26: plait.v1.Stats.ReceiverEntry
+	(*RepairStats)(nil),             // 23: plait.v1.RepairStats
+	(*ResequencerStats)(nil),        // 24: plait.v1.ResequencerStats
+	(*Stats)(nil),                   // 25: plait.v1.Stats
+	nil,                             // 26: plait.v1.Stats.SenderEntry
+	nil,                             // 27: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	3,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
@@ -2284,41 +2420,42 @@ var file_agent_proto_depIdxs = []int32{
 	7,  // 12: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
 	20, // 13: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
 	21, // 14: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	23, // 15: plait.v1.TunnelStats.resequencer:type_name -> plait.v1.ResequencerStats
-	22, // 16: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	25, // 17: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	26, // 18: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
-	4,  // 19: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
-	10, // 20: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
-	2,  // 21: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
-	12, // 22: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
-	13, // 23: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
-	14, // 24: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
-	15, // 25: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	18, // 26: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
-	10, // 27: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
-	16, // 28: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
-	17, // 29: plait.v1.Agent.SetKeys:input_type -> plait.v1.SetKeysRequest
-	19, // 30: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	19, // 31: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	9,  // 32: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	2,  // 33: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	11, // 34: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	9,  // 35: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	9,  // 36: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	9,  // 37: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	9,  // 38: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	9,  // 39: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	9,  // 40: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
-	9,  // 41: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
-	9,  // 42: plait.v1.Agent.SetKeys:output_type -> plait.v1.Tunnel
-	24, // 43: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	24, // 44: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	32, // [32:45] is the sub-list for method output_type
-	19, // [19:32] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	24, // 15: plait.v1.TunnelStats.resequencer:type_name -> plait.v1.ResequencerStats
+	23, // 16: plait.v1.TunnelStats.repair:type_name -> plait.v1.RepairStats
+	22, // 17: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	26, // 18: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	27, // 19: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	4,  // 20: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
+	10, // 21: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
+	2,  // 22: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
+	12, // 23: plait.v1.Agent.SetWeights:input_type -> plait.v1.SetWeightsRequest
+	13, // 24: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
+	14, // 25: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
+	15, // 26: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
+	18, // 27: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	10, // 28: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
+	16, // 29: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
+	17, // 30: plait.v1.Agent.SetKeys:input_type -> plait.v1.SetKeysRequest
+	19, // 31: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	19, // 32: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	9,  // 33: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	2,  // 34: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	11, // 35: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	9,  // 36: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	9,  // 37: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	9,  // 38: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	9,  // 39: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	9,  // 40: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	9,  // 41: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	9,  // 42: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
+	9,  // 43: plait.v1.Agent.SetKeys:output_type -> plait.v1.Tunnel
+	25, // 44: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	25, // 45: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	33, // [33:46] is the sub-list for method output_type
+	20, // [20:33] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -2332,7 +2469,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,48 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// Gap is a run of path_seqs that did not arrive on one path of a tunnel slot, as the
+// receiver reports it on a tunnel with repair on (Receiver.Repair).
+type Gap struct {
+	Slot  uint32
+	Path  uint8
+	First uint32 // the first missing path_seq
+	Count uint32 // how many in a row
+}
+
+// GapReader reads the receiver's gap reports (every tunnel's) as they come.
+type GapReader struct{ r *ringbuf.Reader }
+
+// Gaps opens the reader of the receiver's gap reports; one reader takes each report.
+func (d *Datapath) Gaps() (*GapReader, error) {
+	r, err := ringbuf.NewReader(d.rcv.RcvGaps)
+	if err != nil {
+		return nil, fmt.Errorf("read the receiver's gap reports: %w", err)
+	}
+	return &GapReader{r}, nil
+}
+
+// Read waits for the next report; after Close it returns an error (ringbuf.ErrClosed).
+func (g *GapReader) Read() (Gap, error) {
+	rec, err := g.r.Read()
+	if err != nil {
+		return Gap{}, err
+	}
+	var v receiverRxGap
+	if len(rec.RawSample) < 16 {
+		return Gap{}, fmt.Errorf("gap report of %d bytes", len(rec.RawSample))
+	}
+	b := rec.RawSample
+	v.Slot, v.Path = binary.NativeEndian.Uint32(b), binary.NativeEndian.Uint32(b[4:])
+	v.First, v.Count = binary.NativeEndian.Uint32(b[8:]), binary.NativeEndian.Uint32(b[12:])
+	return Gap{Slot: v.Slot, Path: uint8(v.Path), First: v.First, Count: v.Count}, nil
+}
+
+// Close ends Read.
+func (g *GapReader) Close() error { return g.r.Close() }
