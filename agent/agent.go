@@ -37,6 +37,7 @@ type Agent struct {
 	mu      sync.Mutex
 	tunnels map[uint32]*tunnel   // by tunnel id
 	reseqs  map[uint32]*reseqRun // by tunnel id, the tunnels that resequence
+	rep     *repairs             // the tunnels that repair (repair.go)
 	stats   *sampler
 }
 
@@ -104,7 +105,7 @@ func New(opts ...Option) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the eBPF datapath: %w", err)
 	}
-	a := &Agent{opts: o, dp: dp, tunnels: map[uint32]*tunnel{}, reseqs: map[uint32]*reseqRun{}}
+	a := &Agent{opts: o, dp: dp, tunnels: map[uint32]*tunnel{}, reseqs: map[uint32]*reseqRun{}, rep: newRepairs()}
 	a.stats = newSampler(a)
 	if err := a.restore(); err != nil {
 		dp.Close()
@@ -127,6 +128,7 @@ func (a *Agent) Close() error {
 	for id, t := range a.tunnels {
 		a.stopResequencer(id, t.slot)
 	}
+	a.closeRepairs()
 	a.mu.Unlock()
 	return a.dp.Close()
 }
@@ -304,7 +306,10 @@ func (a *Agent) apply(t *tunnel, fresh bool) error {
 	if err := a.dp.AttachSender(dev.Attrs().Index, t.slot); err != nil {
 		return status.Errorf(codes.FailedPrecondition, "tunnel device %s: %v", t.cfg.Device, err)
 	}
-	return a.resequence(t, uint32(dev.Attrs().Index))
+	if err := a.resequence(t, uint32(dev.Attrs().Index)); err != nil {
+		return err
+	}
+	return a.repair(t)
 }
 
 // applyReceiveOnly makes the host measure and untag a split switch's packets on its
@@ -392,6 +397,7 @@ func (a *Agent) RemoveTunnel(_ context.Context, ref *pb.TunnelRef) (*pb.Empty, e
 		errs = append(errs, a.dp.Detach(datapath.HookSender, l.Attrs().Index), a.dp.Detach(datapath.HookDevice, l.Attrs().Index))
 	}
 	a.stopResequencer(ref.Id, t.slot)
+	a.stopRepair(ref.Id)
 	delete(a.tunnels, ref.Id)
 	a.detachUnused()
 	a.stats.forget(ref.Id)

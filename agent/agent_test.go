@@ -243,8 +243,9 @@ func TestBadConfigurationIsRefusedWhole(t *testing.T) {
 		"duplicate addresses": func(c *pb.TunnelConfig) {
 			c.Paths[2] = &pb.PathConfig{Name: "x", Interface: "eth1", RemoteAddr: "10.0.1.2"}
 		},
-		"bad address": func(c *pb.TunnelConfig) { c.Address = "10.99.0.1" },
-		"bad encap":   func(c *pb.TunnelConfig) { c.Encap = 7 },
+		"bad address":           func(c *pb.TunnelConfig) { c.Address = "10.99.0.1" },
+		"bad encap":             func(c *pb.TunnelConfig) { c.Encap = 7 },
+		"repair without a peer": func(c *pb.TunnelConfig) { c.Repair = true },
 	}
 	for name, mutate := range bad {
 		c := tunnelConfig("1", "2", 3)

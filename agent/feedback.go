@@ -40,6 +40,59 @@ const (
 
 var reportMagic = [4]byte{'P', 'L', 'V', 'R'}
 
+// Repair requests travel the same channel (repair.go): the receiver asks its peer to
+// resend the packets a gap in one of the peer's paths says are lost. A request is
+//
+//	magic "PLRQ" | version 1 | path | tunnel id (2) | first path_seq (4) | count (4)
+//
+// big-endian, tagged as a report is. It needs no freshness: answering an old or
+// replayed request only resends packets the receiver then refuses as replays.
+const requestLen = 16
+
+var requestMagic = [4]byte{'P', 'L', 'R', 'Q'}
+
+// request asks for count packets from path_seq first of the peer's path.
+type request struct {
+	path         uint8
+	first, count uint32
+}
+
+func (r request) marshal(tunnel uint16, keys []wire.Key) []byte {
+	b := make([]byte, requestLen, requestLen+wire.TagLen)
+	copy(b, requestMagic[:])
+	b[4], b[5] = reportVersion, r.path
+	binary.BigEndian.PutUint16(b[6:], tunnel)
+	binary.BigEndian.PutUint32(b[8:], r.first)
+	binary.BigEndian.PutUint32(b[12:], r.count)
+	if len(keys) > 0 {
+		b = binary.LittleEndian.AppendUint64(b, msgTag(&keys[0], b))
+	}
+	return b
+}
+
+func parseRequest(b []byte, tunnel uint16, keys []wire.Key) (request, bool) {
+	if !tagged(b, requestLen, keys) || [4]byte(b[:4]) != requestMagic || b[4] != reportVersion || binary.BigEndian.Uint16(b[6:]) != tunnel {
+		return request{}, false
+	}
+	return request{path: b[5], first: binary.BigEndian.Uint32(b[8:]), count: binary.BigEndian.Uint32(b[12:])}, true
+}
+
+// tagged is whether b is n bytes, followed by a tag under one of keys when there are any.
+func tagged(b []byte, n int, keys []wire.Key) bool {
+	want := n
+	if len(keys) > 0 {
+		want += wire.TagLen
+	}
+	if len(b) != want {
+		return false
+	}
+	ok := len(keys) == 0
+	for i := range keys {
+		ok = ok || msgTag(&keys[i], b[:n]) == binary.LittleEndian.Uint64(b[n:])
+	}
+	return ok
+}
+
 type report struct {
 	tunnel uint16
 	paths  uint8
@@ -55,33 +108,21 @@ func (r report) marshal(keys []wire.Key) []byte {
 	binary.BigEndian.PutUint64(b[8:], uint64(r.sent))
 	binary.BigEndian.PutUint64(b[16:], r.heard)
 	if len(keys) > 0 {
-		b = binary.LittleEndian.AppendUint64(b, reportTag(&keys[0], b))
+		b = binary.LittleEndian.AppendUint64(b, msgTag(&keys[0], b))
 	}
 	return b
 }
 
-func reportTag(k *wire.Key, b []byte) uint64 {
-	return siphash.Hash(binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:]), b[:reportLen])
+// msgTag is the tag of a report or request b (without its tag).
+func msgTag(k *wire.Key, b []byte) uint64 {
+	return siphash.Hash(binary.LittleEndian.Uint64(k[:8]), binary.LittleEndian.Uint64(k[8:]), b)
 }
 
 var errReport = errors.New("not a liveness report of this tunnel")
 
 func parseReport(b []byte, tunnel uint16, keys []wire.Key) (report, error) {
-	want := reportLen
-	if len(keys) > 0 {
-		want += wire.TagLen
-	}
-	if len(b) != want || [4]byte(b[:4]) != reportMagic || b[4] != reportVersion || binary.BigEndian.Uint16(b[6:]) != tunnel {
+	if !tagged(b, reportLen, keys) || [4]byte(b[:4]) != reportMagic || b[4] != reportVersion || binary.BigEndian.Uint16(b[6:]) != tunnel {
 		return report{}, errReport
-	}
-	if len(keys) > 0 {
-		tag, ok := binary.LittleEndian.Uint64(b[reportLen:]), false
-		for i := range keys {
-			ok = ok || reportTag(&keys[i], b) == tag
-		}
-		if !ok {
-			return report{}, errReport
-		}
 	}
 	return report{tunnel: tunnel, paths: b[5], sent: int64(binary.BigEndian.Uint64(b[8:])), heard: binary.BigEndian.Uint64(b[16:])}, nil
 }
@@ -94,6 +135,7 @@ type feedback struct {
 	tunnel      uint16
 	conn        *net.UDPConn
 	kick        chan struct{} // told when the peer's view changes
+	resend      func(request) // answers the peer's repair requests (nil: none)
 
 	mu        sync.Mutex
 	keys      []wire.Key
@@ -105,7 +147,7 @@ type feedback struct {
 
 // openFeedback binds the tunnel's report socket to its local tunnel address; the agent
 // made the address, so no other process holds it first unless it binds every address.
-func openFeedback(tunnel uint16, device string, local, peer netip.AddrPort, kick chan struct{}) (*feedback, error) {
+func openFeedback(tunnel uint16, device string, local, peer netip.AddrPort, kick chan struct{}, resend func(request)) (*feedback, error) {
 	ifi, err := net.InterfaceByName(device)
 	if err != nil {
 		return nil, err
@@ -119,7 +161,7 @@ func openFeedback(tunnel uint16, device string, local, peer netip.AddrPort, kick
 		conn.Close()
 		return nil, err
 	}
-	f := &feedback{local: local, peer: peer, device: device, ifindex: ifi.Index, tunnel: tunnel, conn: conn, kick: kick}
+	f := &feedback{local: local, peer: peer, device: device, ifindex: ifi.Index, tunnel: tunnel, conn: conn, kick: kick, resend: resend}
 	go f.receive(pc)
 	return f, nil
 }
@@ -142,6 +184,13 @@ func (f *feedback) receive(pc *ipv4.PacketConn) {
 			continue
 		}
 		f.mu.Lock()
+		if q, ok := parseRequest(buf[:n], f.tunnel, f.keys); ok {
+			f.mu.Unlock()
+			if f.resend != nil {
+				f.resend(q)
+			}
+			continue
+		}
 		r, err := parseReport(buf[:n], f.tunnel, f.keys)
 		now := time.Now()
 		// Newer than the last, or the last is old (the peer's clock was set back).
@@ -186,6 +235,13 @@ func (f *feedback) send(now time.Time, paths int, heard uint64, keys []wire.Key)
 	for range copies {
 		f.conn.WriteToUDPAddrPort(b, f.peer)
 	}
+}
+
+// ask sends a repair request to the peer, tagged under keys; a full socket buffer only
+// costs the request.
+func (f *feedback) ask(q request, keys []wire.Key) error {
+	_, err := f.conn.WriteToUDPAddrPort(q.marshal(f.tunnel, keys), f.peer)
+	return err
 }
 
 // heard returns the peer's latest report while it is fresh.

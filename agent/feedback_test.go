@@ -31,12 +31,12 @@ func TestReportsCrossTheTunnel(t *testing.T) {
 	}
 	ap := func(h string) netip.AddrPort { return netip.MustParseAddrPort("10.99.0." + h + ":7733") }
 	kick := make(chan struct{}, 1)
-	f1, err := run(t, p.h1, func() (*feedback, error) { return openFeedback(7, "plait0", ap("1"), ap("2"), kick) })
+	f1, err := run(t, p.h1, func() (*feedback, error) { return openFeedback(7, "plait0", ap("1"), ap("2"), kick, nil) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f1.close()
-	f2, err := run(t, p.h2, func() (*feedback, error) { return openFeedback(7, "plait0", ap("2"), ap("1"), kick) })
+	f2, err := run(t, p.h2, func() (*feedback, error) { return openFeedback(7, "plait0", ap("2"), ap("1"), kick, nil) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,8 @@ func (a *Agent) RunLiveness(ctx context.Context) {
 	paths := map[livenessKey]*pathLife{}
 	reports := map[uint32]*feedback{}
 	defer func() {
-		for _, f := range reports {
+		for id, f := range reports {
+			a.rep.setFeedback(id, nil)
 			f.close()
 		}
 	}()
@@ -84,13 +85,15 @@ func (a *Agent) judgePaths(ctx context.Context, now time.Time, paths map[livenes
 		}
 		for id, f := range reports {
 			if !tunnels[id] {
+				a.rep.setFeedback(id, nil)
 				f.close()
 				delete(reports, id)
 			}
 		}
 	}()
 	for _, t := range list.Tunnels {
-		if t.Config.ReceiveOnly || len(t.Paths) < 2 {
+		// Repair's requests travel the report channel, on a tunnel of one path too.
+		if t.Config.ReceiveOnly || len(t.Paths) < 2 && !t.Config.Repair {
 			continue
 		}
 		tunnels[t.Config.Id] = true
@@ -183,6 +186,7 @@ func (a *Agent) feedbackFor(t *pb.Tunnel, reports map[uint32]*feedback, kick cha
 	f := reports[id]
 	if err1 != nil || err2 != nil {
 		if f != nil {
+			a.rep.setFeedback(id, nil)
 			f.close()
 			delete(reports, id)
 		}
@@ -193,15 +197,17 @@ func (a *Agent) feedbackFor(t *pb.Tunnel, reports map[uint32]*feedback, kick cha
 		return f
 	}
 	if f != nil {
+		a.rep.setFeedback(id, nil)
 		f.close()
 		delete(reports, id)
 	}
-	f, err := openFeedback(uint16(id), t.Config.Device, l, p, kick)
+	f, err := openFeedback(uint16(id), t.Config.Device, l, p, kick, func(q request) { a.resend(id, q) })
 	if err != nil {
 		a.opts.log.Warn("liveness reports", "tunnel", id, "err", err)
 		return nil
 	}
 	reports[id] = f
+	a.rep.setFeedback(id, f)
 	return f
 }
 

@@ -10,6 +10,7 @@ import (
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/ebpf/datapath"
 	"github.com/plait/plait/reseq"
+	"github.com/plait/plait/wire"
 )
 
 // reseqLease is how long the receiver keeps sending a tunnel's packets to the agent's
@@ -86,6 +87,7 @@ func (a *Agent) renewResequencers() {
 			run.rs.SetHold(h)
 			run.rs.SetPaths(paths)
 		}
+		run.rs.SetRepairWait(a.repairWait(t))
 		if err := a.leaseResequencer(t.slot, run.dev); err != nil {
 			a.opts.log.Warn("renew resequencer lease", "tunnel", id, "err", err)
 		}
@@ -107,11 +109,29 @@ func (a *Agent) renewResequencers() {
 // packets on paths that carried none, and a path the split leaves idle only makes holes
 // wait their bound. Not ok until some path has delay samples.
 func (s *sampler) holdBound(id uint32) (hold int64, paths uint32, ok bool) {
+	sp, ok := s.spread(id)
+	if !ok {
+		return 0, 0, false
+	}
+	return int64(max(sp.hi-sp.lo, sp.late) + 4*sp.jitter), sp.paths, true
+}
+
+// pathSpread is what the paths heard from in the last second (paths, bit i: path i)
+// measured: their smoothed one-way delays (owd), the lowest and highest of them, the
+// largest jitter, and the latest a reordered packet came over the agent's window.
+type pathSpread struct {
+	owd                  [wire.MaxPaths]float64
+	paths                uint32
+	lo, hi, jitter, late float64
+}
+
+// spread reads the tunnel's pathSpread; not ok until some path has delay samples.
+func (s *sampler) spread(id uint32) (sp pathSpread, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.hist[id]
 	if h == nil || h.len() < 2 {
-		return 0, 0, false
+		return sp, false
 	}
 	last := h.at(h.len() - 1)
 	first := h.at(0)
@@ -121,24 +141,21 @@ func (s *sampler) holdBound(id uint32) (hold int64, paths uint32, ok bool) {
 			break
 		}
 	}
-	var late, jitter float64
 	for i := range h.len() {
-		late = max(late, float64(h.at(i).rx.LateNsMax))
+		sp.late = max(sp.late, float64(h.at(i).rx.LateNsMax))
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
+	sp.lo, sp.hi = math.Inf(1), math.Inf(-1)
 	for i, p := range last.rx.Paths {
 		if p.OwdCnt == first.rx.Paths[i].OwdCnt {
 			continue
 		}
-		paths |= 1 << i
-		lo = min(lo, p.OwdEwmaNs)
-		hi = max(hi, p.OwdEwmaNs)
-		jitter = max(jitter, p.JitterNs)
+		sp.paths |= 1 << i
+		sp.owd[i] = p.OwdEwmaNs
+		sp.lo = min(sp.lo, p.OwdEwmaNs)
+		sp.hi = max(sp.hi, p.OwdEwmaNs)
+		sp.jitter = max(sp.jitter, p.JitterNs)
 	}
-	if math.IsInf(lo, 0) {
-		return 0, 0, false
-	}
-	return int64(max(hi-lo, late) + 4*jitter), paths, true
+	return sp, sp.paths != 0
 }
 
 // reseqStats describes the tunnel's resequencer, nil when it has none.

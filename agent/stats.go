@@ -366,6 +366,10 @@ func (a *Agent) collect(req *pb.StatsRequest, def time.Duration) (*pb.Stats, err
 	for i, t := range tunnels {
 		out.Tunnels = append(out.Tunnels, a.stats.stats(t, views[i], window))
 		out.Tunnels[i].Resequencer = a.reseqStats(t.cfg.Id)
+		if t.cfg.Repair {
+			rx, _ := a.stats.lastRx(t.cfg.Id)
+			out.Tunnels[i].Repair = a.repairStats(t, rx)
+		}
 	}
 	var err error
 	if out.Sender, out.Receiver, err = a.dp.Verdicts(slots); err != nil {

@@ -119,6 +119,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		if cfg.Resequence {
 			return nil, invalid("resequence on a receive-only tunnel, which has no tunnel device to put packets in order onto: leave it out")
 		}
+		if cfg.Repair {
+			return nil, invalid("repair on a receive-only tunnel, whose sender is a split switch that keeps no copies: leave it out")
+		}
 		t, err := resolveReceiveOnly(cfg, addr)
 		if err != nil {
 			return nil, err
@@ -174,6 +177,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		}
 		t.mtu = min(t.mtu, p.mtu)
 		t.paths = append(t.paths, p)
+	}
+	if cfg.Repair && !peer.IsValid() {
+		return nil, invalid("repair needs the peer's tunnel address (peer_address, --peer): requests for repairs travel to it")
 	}
 	if cfg.AckPath != "" && !names[cfg.AckPath] {
 		return nil, invalid("ack_path %q is not one of the tunnel's paths", cfg.AckPath)
@@ -307,7 +313,7 @@ func (t *tunnel) datapath() datapath.Tunnel {
 // packets from the peer are restored to travel from its tunnel address to this one.
 func (t *tunnel) receiver() datapath.Receiver {
 	r := datapath.Receiver{ID: uint16(t.cfg.Id), Slot: t.slot, Peer: t.peer, Local: t.addr.Addr(),
-		Self: t.addr.Addr(), Allowed: t.allowed, Keys: t.keys, PeerIfindex: t.devPeer, DeviceMAC: t.devMAC}
+		Self: t.addr.Addr(), Allowed: t.allowed, Keys: t.keys, PeerIfindex: t.devPeer, DeviceMAC: t.devMAC, Repair: t.cfg.Repair}
 	for _, p := range t.paths {
 		r.Paths = append(r.Paths, datapath.RxPathConfig{Src: p.remote, Dst: p.local, Ifindex: uint32(p.ifindex)})
 	}

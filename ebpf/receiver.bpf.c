@@ -78,8 +78,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 16);
 } rcv_gaps SEC(".maps");
-/* Puts struct rx_gap in BTF for bpf2go's Go mirror. */
-const struct rx_gap *rx_gap_type __attribute__((unused));
 
 /* enum receiver_stat -> packets. */
 struct {
@@ -277,16 +275,17 @@ static __always_inline void learn_port(const struct rx_tunnel *t, __u32 slot, __
 		*(volatile __u64 *)peer = *(__u64 *)&seen;
 }
 
-/* Tells the agent that count path_seqs from first did not arrive on path p. */
-static __always_inline void report_gap(struct rx_tunnel_stats *st, __u32 slot, __u32 p, __u32 first, __u32 count)
+/* Tells the agent of gap g. Not inlined: only a gap calls it, and as a function it puts
+ * struct rx_gap in BTF, for bpf2go's Go mirror. */
+static __noinline int report_gap(struct rx_gap *g, struct rx_tunnel_stats *st)
 {
-	struct rx_gap g = { .slot = slot, .path = p, .first = first, .count = count };
-	if (bpf_ringbuf_output(&rcv_gaps, &g, sizeof(g), 0)) {
+	if (bpf_ringbuf_output(&rcv_gaps, g, sizeof(*g), 0)) {
 		verdict(RCV_GAP_LOST, 0);
-		return;
+		return 0;
 	}
 	st->gaps++;
-	st->gap_seqs += count;
+	st->gap_seqs += g->count;
+	return 0;
 }
 
 static __always_inline int receive(struct xdp_md *ctx)
@@ -434,8 +433,10 @@ static __always_inline int receive(struct xdp_md *ctx)
 		/* A packet the path held back past a NAT's new mapping does not undo it. */
 		if (in_order)
 			learn_port(t, slot, p, ip->saddr, sport);
-		if (gap && (t->flags & RX_F_REPAIR))
-			report_gap(&rs->tunnel, slot, p, path_seq - gap, gap);
+		if (gap && (t->flags & RX_F_REPAIR)) {
+			struct rx_gap g = { .slot = slot, .path = p, .first = path_seq - gap, .count = gap };
+			report_gap(&g, &rs->tunnel);
+		}
 	}
 
 	/* While the agent's resequencer holds its lease, data goes to it to be put in order. */

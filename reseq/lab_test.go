@@ -38,6 +38,28 @@ func mib(t *testing.T, ns *nstest.NS) map[string]int64 {
 	return out
 }
 
+// switchLate counts the packets the lab's switches sent more than 5 ms late so far: on
+// an overloaded machine their link goroutines are descheduled at times.
+func switchLate(t *testing.T, lab *labnet.Lab) uint64 {
+	t.Helper()
+	var n uint64
+	for i := 1; i <= len(lab.Paths); i++ {
+		var links []struct {
+			Stats struct {
+				Late uint64 `json:"late_over_five_ms,string"`
+			} `json:"stats"`
+		}
+		out := lab.Net.Run(lab.Bin, append(lab.TLSArgs("controller"), "link", "show", "--switch", lab.SwitchAddr(i), "--json")...)
+		if err := json.Unmarshal([]byte(out), &links); err != nil {
+			t.Fatalf("link show: %v\n%s", err, out)
+		}
+		for _, l := range links {
+			n += l.Stats.Late
+		}
+	}
+	return n
+}
+
 // One TCP flow striped 1:1 over a 1 ms and a 25 ms path (the lab's embedded switches),
 // paced below the paths' capacity so that no queue overflows: with the receiver
 // resequencing, every segment reaches TCP in order (the receiver queues none out of
@@ -71,30 +93,11 @@ func TestSkewReachesTCPInOrder(t *testing.T) {
 		switchLate   uint64        // packets the switches sent more than 5 ms late
 		reseq        *pb.ResequencerStats
 	}
-	// switchLate counts the packets the switches sent more than 5 ms late so far.
-	switchLate := func() uint64 {
-		var n uint64
-		for i := 1; i <= len(paths); i++ {
-			var links []struct {
-				Stats struct {
-					Late uint64 `json:"late_over_five_ms,string"`
-				} `json:"stats"`
-			}
-			out := lab.Net.Run(bin, append(lab.TLSArgs("controller"), "link", "show", "--switch", lab.SwitchAddr(i), "--json")...)
-			if err := json.Unmarshal([]byte(out), &links); err != nil {
-				t.Fatalf("link show: %v\n%s", err, out)
-			}
-			for _, l := range links {
-				n += l.Stats.Late
-			}
-		}
-		return n
-	}
 	flow := func(on bool) result {
 		lab.SetResequence(on)
 		lab.H2.Start("iperf3", "-s", "-1")
 		time.Sleep(300 * time.Millisecond)
-		rx, tx, late := mib(t, lab.H2), mib(t, lab.H1), switchLate()
+		rx, tx, late := mib(t, lab.H2), mib(t, lab.H1), switchLate(t, lab)
 		lab.H1.Run("iperf3", "-c", "10.99.0.2", "-t", "4", "-b", "6M", "-C", "cubic")
 		rx2, tx2 := mib(t, lab.H2), mib(t, lab.H1)
 		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{IntervalMs: 5000})
@@ -103,7 +106,7 @@ func TestSkewReachesTCPInOrder(t *testing.T) {
 		}
 		r := result{ofo: rx2["TcpExt:TCPOFOQueue"] - rx["TcpExt:TCPOFOQueue"], retrans: tx2["Tcp:RetransSegs"] - tx["Tcp:RetransSegs"],
 			probes:  tx2["TcpExt:TCPLossProbes"] - tx["TcpExt:TCPLossProbes"],
-			lateMax: time.Duration(st.Tunnels[0].Reorder.LateTimeMaxUs * 1e3), switchLate: switchLate() - late, reseq: st.Tunnels[0].Resequencer}
+			lateMax: time.Duration(st.Tunnels[0].Reorder.LateTimeMaxUs * 1e3), switchLate: switchLate(t, lab) - late, reseq: st.Tunnels[0].Resequencer}
 		undone := func(m map[string]int64) int64 {
 			return m["TcpExt:TCPDSACKUndo"] + m["TcpExt:TCPLossUndo"] + m["TcpExt:TCPFullUndo"] + m["TcpExt:TCPPartialUndo"]
 		}

@@ -10,7 +10,9 @@
 // A packet behind a hole waits until the hole fills, or at most the hold bound, which
 // the agent derives from the paths' measured delays and jitter (Hold). A hole is given up
 // at once when it is proven lost: every path in use has delivered a higher seq, and paths
-// keep their own order, so no path can still bring it. Docs: docs/datapath.md.
+// keep their own order, so no path can still bring it. With repair on (SetRepairWait), a
+// hole proven lost waits instead for the sender's repair of it, as long as a repair has
+// been measured to take. Docs: docs/datapath.md.
 package reseq
 
 import (
@@ -46,6 +48,7 @@ type Counters struct {
 	Dropped atomic.Uint64 // packets the tunnel device did not take
 	BusyNs  atomic.Uint64 // CPU time spent moving packets, system calls included
 	Passed  atomic.Uint64 // pure ACKs passed on ahead of a hole (not held)
+	Repairs atomic.Uint64 // repairs that came before their hole was given up
 	Held    atomic.Int64  // packets waiting now
 }
 
@@ -75,6 +78,10 @@ type Buffer struct {
 	// How long holes take to fill, smoothed as RFC 6298 smooths round trips: the hold
 	// is at least fill + 4 × fillVar, the bound a retransmission timer would put on it.
 	fill, fillVar atomic.Int64
+	// With repair on, how long a repair takes from the hole's first sighting (the
+	// request's round trip and the wait for the proof), smoothed the same way; before the
+	// first, repairHint, the agent's estimate from the paths' delays (0: repair off).
+	repair, repairVar, repairHint atomic.Int64
 	// The hold learns from its mistakes as RACK's reordering window does: every packet
 	// that comes after its hole was given up adds a quarter of the measured hold (once
 	// per hole given up since the last step), and sixteen holes given up without one take
@@ -110,6 +117,24 @@ func New(hold int64, emit func(frame []byte)) *Buffer {
 // SetHold sets the hold bound as measured (ns).
 func (b *Buffer) SetHold(ns int64) { b.hold.Store(ns) }
 
+// SetRepairWait turns waiting for repairs on (ns > 0: how long one is expected to take
+// before any has come) or off (0).
+func (b *Buffer) SetRepairWait(ns int64) { b.repairHint.Store(ns) }
+
+// RepairWait is how long a hole proven lost waits for its repair, from its first
+// sighting (ns; 0: repair is off): as repairs have taken, or the agent's estimate until
+// one has come, within MinHold..MaxHold.
+func (b *Buffer) RepairWait() int64 {
+	w := b.repairHint.Load()
+	if w == 0 {
+		return 0
+	}
+	if r := b.repair.Load(); r != 0 {
+		w = r + 4*b.repairVar.Load()
+	}
+	return min(max(w, MinHold), MaxHold)
+}
+
 // SetPaths says which paths carry the tunnel's data (bit i: path i); a hole is proven
 // lost only once each of them has delivered beyond it. A path the split stopped feeding
 // only costs holes their bound until it leaves the set; a path left out of it that still
@@ -124,16 +149,19 @@ func (b *Buffer) Hold() int64 {
 }
 
 // filled learns from a hole that filled at now, first seen at since.
-func (b *Buffer) filled(since, now int64) {
-	l, f, v := now-since, b.fill.Load(), b.fillVar.Load()
+func (b *Buffer) filled(since, now int64) { smooth(&b.fill, &b.fillVar, now-since) }
+
+// smooth takes sample l into a mean and mean deviation as RFC 6298 does.
+func smooth(mean, dev *atomic.Int64, l int64) {
+	f, v := mean.Load(), dev.Load()
 	if f == 0 {
-		b.fill.Store(l)
-		b.fillVar.Store(l / 2)
+		mean.Store(l)
+		dev.Store(l / 2)
 		return
 	}
 	e := l - f
-	b.fill.Store(f + e/8)
-	b.fillVar.Store(v + (abs(e)-v)/4)
+	mean.Store(f + e/8)
+	dev.Store(v + (abs(e)-v)/4)
 }
 
 func abs(v int64) int64 {
@@ -145,13 +173,18 @@ func abs(v int64) int64 {
 
 func diff(a, b uint32) int32 { return int32(a - b) }
 
-// Push takes the packet numbered seq that arrived by path at now (ns, monotonic):
-// released at once when it is the next, kept when it is ahead of a hole, passed on when
-// its hole was given up already. Holes are given up only by Expire, which the caller
-// calls once it has pushed every packet that has arrived: a packet that came in time
-// must not find its hole given up because it was read after a later one.
+// Push takes the packet numbered seq that arrived by path at now (ns, monotonic; path |
+// wire.PathRepair: a repair): released at once when it is the next, kept when it is
+// ahead of a hole, passed on when its hole was given up already. Holes are given up only
+// by Expire, which the caller calls once it has pushed every packet that has arrived: a
+// packet that came in time must not find its hole given up because it was read after a
+// later one.
 func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
-	b.seen(seq, path, now)
+	repair := path&wire.PathRepair != 0
+	if !repair {
+		// A repair says nothing of the path it took: it left later, out of its order.
+		b.seen(seq, path, now)
+	}
 	if !b.started {
 		b.started, b.next, b.maxSeq = true, seq, seq-1
 	}
@@ -171,18 +204,24 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 		b.rises[(b.rHead+b.rN)%Window] = rise{seq, now}
 		b.rN++
 	}
+	if repair && d >= 0 {
+		b.C.Repairs.Add(1)
+		if d == 0 && b.held > 0 {
+			smooth(&b.repair, &b.repairVar, now-b.rises[b.rHead].at)
+		}
+	}
 	switch {
 	case d < 0:
 		b.C.Late.Add(1)
 		b.quiet = 0
-		if diff(seq, b.stepSeq) >= 0 && b.Hold() < MaxHold {
+		if !repair && diff(seq, b.stepSeq) >= 0 && b.Hold() < MaxHold {
 			b.steps.Add(1)
 			b.stepSeq = b.next
 		}
 		b.emit(frame)
 		return
 	case d == 0:
-		if b.held > 0 {
+		if b.held > 0 && !repair {
 			b.filled(b.rises[b.rHead].at, now)
 		}
 		b.release(frame, &b.C.InOrder)
@@ -287,11 +326,27 @@ func (b *Buffer) Deadline() int64 {
 	if b.held == 0 || b.rN == 0 {
 		return 0
 	}
-	d := b.rises[b.rHead].at + b.Hold()
-	if b.proofAt != 0 {
-		d = min(d, b.proofAt+b.confirm())
-	}
+	d, _ := b.deadline()
 	return d
+}
+
+// deadline is when the hole at next is given up, and the class of what it releases: at
+// the hold bound, or once proven lost (for a proof's confirmation; with repair on, for
+// as long as a repair takes, up to MaxHold).
+func (b *Buffer) deadline() (int64, *atomic.Uint64) {
+	first := b.rises[b.rHead].at
+	bound := first + b.Hold()
+	if b.proofAt == 0 {
+		return bound, &b.C.Bound
+	}
+	lost := b.proofAt + b.confirm()
+	if w := b.RepairWait(); w > 0 {
+		return max(lost, first+w), &b.C.Lost
+	}
+	if lost < bound {
+		return lost, &b.C.Lost
+	}
+	return bound, &b.C.Bound
 }
 
 // Expire gives up the holes that waited out the bound or are proven lost by now.
@@ -302,14 +357,11 @@ func (b *Buffer) Expire(now int64) {
 		} else if b.proofAt == 0 {
 			b.proofAt = now
 		}
-		switch {
-		case b.proofAt != 0 && now-b.proofAt >= b.confirm():
-			b.skip(&b.C.Lost)
-		case now >= b.rises[b.rHead].at+b.Hold():
-			b.skip(&b.C.Bound)
-		default:
+		d, class := b.deadline()
+		if now < d {
 			return
 		}
+		b.skip(class)
 	}
 }
 

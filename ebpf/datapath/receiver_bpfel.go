@@ -223,7 +223,6 @@ const (
 	receiverMapSndStates      = "snd_states"
 	receiverProgPlaitDevice   = "plait_device"
 	receiverProgPlaitReceiver = "plait_receiver"
-	receiverVarRxGapType      = "rx_gap_type"
 )
 
 // loadReceiver returns the embedded CollectionSpec for receiver.
@@ -291,7 +290,6 @@ type receiverMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type receiverVariableSpecs struct {
-	RxGapType *ebpf.VariableSpec `ebpf:"rx_gap_type"`
 }
 
 // receiverObjects contains all objects after they have been loaded into the kernel.
@@ -343,7 +341,6 @@ func (m *receiverMaps) Close() error {
 //
 // It can be passed to loadReceiverObjects or ebpf.CollectionSpec.LoadAndAssign.
 type receiverVariables struct {
-	RxGapType *ebpf.Variable `ebpf:"rx_gap_type"`
 }
 
 // receiverPrograms contains all programs after they have been loaded into the kernel.

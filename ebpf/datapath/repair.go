@@ -35,12 +35,9 @@ func (g *GapReader) Read() (Gap, error) {
 		return Gap{}, err
 	}
 	var v receiverRxGap
-	if len(rec.RawSample) < 16 {
-		return Gap{}, fmt.Errorf("gap report of %d bytes", len(rec.RawSample))
+	if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &v); err != nil {
+		return Gap{}, fmt.Errorf("gap report of %d bytes: %w", len(rec.RawSample), err)
 	}
-	b := rec.RawSample
-	v.Slot, v.Path = binary.NativeEndian.Uint32(b), binary.NativeEndian.Uint32(b[4:])
-	v.First, v.Count = binary.NativeEndian.Uint32(b[8:]), binary.NativeEndian.Uint32(b[12:])
 	return Gap{Slot: v.Slot, Path: uint8(v.Path), First: v.First, Count: v.Count}, nil
 }
 

@@ -64,8 +64,10 @@ type Lab struct {
 	KeyFile string
 	// Resequence: both ends put received packets in order (SetResequence).
 	Resequence bool
-	weights    []float64
-	split      bool // the split shape (split.go)
+	// Repair: both ends repair losses on the paths (SetRepair).
+	Repair  bool
+	weights []float64
+	split   bool // the split shape (split.go)
 }
 
 // Options of a lab.
@@ -79,6 +81,8 @@ type Options struct {
 	Deploy    bool // the controller reaches agents and switches over TCP with mutual TLS (deploy.go)
 	// Resequence: both ends hand their stack the tunnel's packets in order.
 	Resequence bool
+	// Repair: both ends repair losses on the paths.
+	Repair bool
 }
 
 // Main is a lab test package's TestMain: as root it builds the plait binary once into a
@@ -112,7 +116,7 @@ func grpcPort(i int) int { return 9700 + i }
 func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	t.Helper()
 	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, Full: opts.Full, Tick: opts.Tick, procs: map[string]*proc{},
-		Resequence: opts.Resequence, weights: opts.Weights,
+		Resequence: opts.Resequence, Repair: opts.Repair, weights: opts.Weights,
 		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
 	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
 	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
@@ -280,7 +284,17 @@ func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float6
 	if l.Resequence {
 		args = append(args, "--resequence")
 	}
+	if l.Repair {
+		args = append(args, "--repair")
+	}
 	ns.Run(l.Bin, args...)
+}
+
+// SetRepair reconfigures both ends' tunnels with repair on or off.
+func (l *Lab) SetRepair(on bool) {
+	l.Repair = on
+	l.tunnel(l.H1, l.Sock1, "1", "2", l.weights)
+	l.tunnel(l.H2, l.Sock2, "2", "1", nil)
 }
 
 // SetResequence reconfigures both ends' tunnels with resequencing on or off.

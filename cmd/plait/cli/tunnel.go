@@ -95,6 +95,7 @@ func newTunnelAddCmd() *cobra.Command {
 	f.StringSliceVar(&weights, "weights", nil, "wrr weights, one per path (default equal)")
 	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
 	f.BoolVar(&cfg.Resequence, "resequence", false, "hand this end's stack the received packets in the sender's order (holds a packet behind a hole up to a bound from the paths' delays)")
+	f.BoolVar(&cfg.Repair, "repair", false, "repair losses on the paths: keep copies of sent packets, ask the peer for lost ones, resend on the lowest-delay path (needs --peer; on both ends)")
 	f.StringVar(&cfg.PeerAddress, "peer", "", "the other end's tunnel address: TCP between the two goes compact (20 bytes less a packet)")
 	f.BoolVar(&cfg.ReceiveOnly, "receive-only", false, "only measure and untag on --device (an existing interface): a split switch encapsulates")
 	f.StringArrayVar(&keyFiles, "key-file", nil, "file with the tunnel's key (32 hex digits, mode 0600; the same on both ends): packets are tagged under it; repeat once to roll keys over (the first tags)")

@@ -1,0 +1,355 @@
+package agent
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/reseq"
+	"github.com/plait/plait/wire"
+)
+
+// Repair (docs/datapath.md#repair): a packet lost on one path is resent by the sender's
+// agent on the tunnel's lowest-delay path, so that the flow's TCP does not take a path's
+// random loss for congestion of the whole aggregate. The sender keeps copies of what it
+// sent on each path (repairtap.go); the receiver's XDP program reports each gap in a
+// path's path_seq, and the receiving agent asks the peer for the missing packets over
+// the tunnel's report channel (feedback.go); the sender resends them marked as repairs
+// (wire.PathRepair) with their seq and path_seq, and the receiver takes each once and
+// gives it to the resequencer, whose hole it fills.
+//
+// repairMaxRun is the longest gap asked for: a longer one is an outage or a queue that
+// overflowed, which TCP must see, not random loss.
+const repairMaxRun = 64
+
+// repairs is the agent's repair state.
+type repairs struct {
+	mu    sync.Mutex
+	fbs   map[uint32]*feedback       // the tunnels' report channels (RunLiveness opens them)
+	taps  map[uint32]map[tapKey]*tap // by tunnel id
+	count map[uint32]*repairCounters // by tunnel id
+	gaps  *datapath.GapReader        // open while a tunnel repairs
+}
+
+type tapKey struct {
+	ifindex, mtu int
+	port         uint16
+	ipEncap      bool
+}
+
+type repairCounters struct {
+	asked, resent, missing atomic.Uint64
+}
+
+func newRepairs() *repairs {
+	return &repairs{fbs: map[uint32]*feedback{}, taps: map[uint32]map[tapKey]*tap{}, count: map[uint32]*repairCounters{}}
+}
+
+// setFeedback records tunnel id's report channel (nil: it has none).
+func (r *repairs) setFeedback(id uint32, f *feedback) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f == nil {
+		delete(r.fbs, id)
+	} else {
+		r.fbs[id] = f
+	}
+}
+
+// counters are tunnel id's counters, made on first use; called with r.mu held.
+func (r *repairs) counters(id uint32) *repairCounters {
+	c := r.count[id]
+	if c == nil {
+		c = &repairCounters{}
+		r.count[id] = c
+	}
+	return c
+}
+
+// repair starts, keeps or stops the tunnel's taps and the gap reader as its
+// configuration says; called with a.mu held, in the agent's namespace (apply).
+func (a *Agent) repair(t *tunnel) error {
+	id := t.cfg.Id
+	if !t.cfg.Repair {
+		a.stopRepair(id)
+		return nil
+	}
+	r := a.rep
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gaps == nil {
+		g, err := a.dp.Gaps()
+		if err != nil {
+			return status.Errorf(codes.Internal, "tunnel %d: repair: %v", id, err)
+		}
+		r.gaps = g
+		go a.readGaps(g)
+	}
+	want := map[tapKey]bool{}
+	for _, p := range t.paths {
+		want[tapKey{p.ifindex, p.mtu, uint16(t.cfg.Port), t.cfg.Encap == pb.Encap_ENCAP_IP}] = true
+	}
+	taps := r.taps[id]
+	if taps == nil {
+		taps = map[tapKey]*tap{}
+		r.taps[id] = taps
+	}
+	for k, tp := range taps {
+		if !want[k] {
+			tp.close()
+			delete(taps, k)
+		}
+	}
+	for k := range want {
+		if taps[k] != nil {
+			continue
+		}
+		tp, err := openTap(k.ifindex, k.mtu, uint16(id), k.port, k.ipEncap)
+		if err != nil {
+			return status.Errorf(codes.FailedPrecondition, "tunnel %d: repair: %v", id, err)
+		}
+		taps[k] = tp
+	}
+	r.counters(id)
+	return nil
+}
+
+// stopRepair closes the tunnel's taps; called with a.mu held.
+func (a *Agent) stopRepair(id uint32) {
+	r := a.rep
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tp := range r.taps[id] {
+		tp.close()
+	}
+	delete(r.taps, id)
+	delete(r.count, id)
+}
+
+// closeRepairs stops every tunnel's repair and the gap reader (Close).
+func (a *Agent) closeRepairs() {
+	a.rep.mu.Lock()
+	var ids []uint32
+	for id := range a.rep.taps {
+		ids = append(ids, id)
+	}
+	a.rep.mu.Unlock()
+	for _, id := range ids {
+		a.stopRepair(id)
+	}
+	a.rep.mu.Lock()
+	if a.rep.gaps != nil {
+		a.rep.gaps.Close()
+		a.rep.gaps = nil
+	}
+	a.rep.mu.Unlock()
+}
+
+// readGaps asks for every gap the receiver reports until the reader is closed.
+func (a *Agent) readGaps(g *datapath.GapReader) {
+	for {
+		gap, err := g.Read()
+		if errors.Is(err, os.ErrClosed) {
+			return
+		}
+		if err == nil {
+			a.ask(gap)
+		}
+	}
+}
+
+// ask asks the tunnel's peer to resend the packets of gap.
+func (a *Agent) ask(gap datapath.Gap) {
+	a.mu.Lock()
+	var t *tunnel
+	for _, x := range a.tunnels {
+		if x.slot == gap.Slot && x.cfg.Repair {
+			t = x
+		}
+	}
+	if t == nil || gap.Count > repairMaxRun {
+		a.mu.Unlock()
+		return
+	}
+	id, keys := t.cfg.Id, t.keys
+	a.mu.Unlock()
+	a.rep.mu.Lock()
+	f, c := a.rep.fbs[id], a.rep.counters(id)
+	a.rep.mu.Unlock()
+	if f == nil {
+		return
+	}
+	if err := f.ask(request{path: gap.Path, first: gap.First, count: gap.Count}, keys); err == nil {
+		c.asked.Add(uint64(gap.Count))
+	}
+}
+
+// resend answers the peer's request: each packet asked for that a tap still keeps goes
+// again, as a repair, on the tunnel's lowest-delay path.
+func (a *Agent) resend(id uint32, q request) {
+	a.mu.Lock()
+	t := a.tunnels[id]
+	if t == nil || !t.cfg.Repair || int(q.path) >= len(t.paths) {
+		a.mu.Unlock()
+		return
+	}
+	from := t.paths[q.path]
+	vi := a.fastestPath(t)
+	if vi < 0 {
+		a.mu.Unlock()
+		return
+	}
+	via := *t.paths[vi]
+	var key *wire.Key
+	if len(t.keys) > 0 {
+		key = &t.keys[0]
+	}
+	encap := t.cfg.Encap == pb.Encap_ENCAP_IP
+	a.rep.mu.Lock()
+	src := a.rep.taps[id][tapKey{from.ifindex, from.mtu, uint16(t.cfg.Port), encap}]
+	dst := a.rep.taps[id][tapKey{via.ifindex, via.mtu, uint16(t.cfg.Port), encap}]
+	c := a.rep.counters(id)
+	a.rep.mu.Unlock()
+	a.mu.Unlock()
+	if src == nil || dst == nil {
+		return
+	}
+	buf := make([]byte, 0, src.frame)
+	for i := range min(q.count, repairMaxRun) {
+		b, ok := src.copyOut(buf[:0], q.path, q.first+i)
+		if ok && asRepair(b, &via, uint8(vi), key) == nil && dst.send(b) == nil {
+			c.resent.Add(1)
+		} else {
+			c.missing.Add(1)
+		}
+	}
+}
+
+// fastestPath is the usable path of lowest one-way delay as this end's receiver measures
+// it (the other direction: the best guess without the peer's view), or as the controller
+// estimates it when none is measured; -1 when no path is usable. Called with a.mu held.
+func (a *Agent) fastestPath(t *tunnel) int {
+	sp, measured := a.stats.spread(t.cfg.Id)
+	best, bestDelay := -1, math.Inf(1)
+	for i, p := range t.paths {
+		if !p.usable() {
+			continue
+		}
+		d := p.est.GetDelayUs()
+		if measured {
+			d = math.Inf(1)
+			if sp.paths&(1<<i) != 0 {
+				d = sp.owd[i]
+			}
+		}
+		if best < 0 || d < bestDelay {
+			best, bestDelay = i, d
+		}
+	}
+	return best
+}
+
+// asRepair makes the kept frame b (virtio_net_hdr first) a repair on path via (index
+// vi): its Ethernet and outer IPv4 addresses, the path id with wire.PathRepair, a fresh
+// send time and, on an authenticated tunnel, the tag under key.
+func asRepair(b []byte, via *path, vi uint8, key *wire.Key) error {
+	off := keptPlaitOffset(b)
+	if off < 0 || len(via.hopMAC) != 6 {
+		return errors.New("not a Plait frame, or no next hop")
+	}
+	f := b[vnetHdrLen:]
+	copy(f[0:6], via.hopMAC)
+	copy(f[6:12], via.localMAC)
+	ip := f[14:34]
+	src, dst := via.local.As4(), via.remote.As4()
+	copy(ip[12:16], src[:])
+	copy(ip[16:20], dst[:])
+	binary.BigEndian.PutUint16(ip[10:], 0)
+	binary.BigEndian.PutUint16(ip[10:], wire.Checksum(ip))
+	h := b[off:]
+	h[1] = vi | wire.PathRepair
+	binary.BigEndian.PutUint32(h[12:], uint32(monoNow()))
+	if h[0]&wire.FlagAuth == 0 {
+		return nil
+	}
+	if key == nil {
+		return errors.New("tagged frame, no key")
+	}
+	at := off + wire.HeaderLen
+	if h[0]&wire.FlagTelemetry != 0 {
+		at += wire.TelemetryLen
+	}
+	if len(b) < at+wire.TagLen {
+		return errors.New("truncated frame")
+	}
+	tag, err := wire.Tag(key, h, b[at+wire.TagLen:])
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint64(b[at:], tag)
+	return nil
+}
+
+// repairWait is how long the tunnel's resequencer waits for a repair of a hole proven
+// lost before the first repair has come (0: repair is off): a request over the slowest
+// path the receiver hears and its repair over the fastest, with four jitters; measured
+// from the hole's first sighting, as the resequencer then measures repairs. Called with
+// a.mu held.
+func (a *Agent) repairWait(t *tunnel) int64 {
+	if !t.cfg.Repair {
+		return 0
+	}
+	sp, ok := a.stats.spread(t.cfg.Id)
+	if !ok {
+		return reseq.MaxHold
+	}
+	return int64(sp.hi + sp.lo + 4*sp.jitter)
+}
+
+// repairStats describes the tunnel's repair, nil when it does not repair.
+func (a *Agent) repairStats(t *tunnel, rx *datapath.RxTunnel) *pb.RepairStats {
+	if !t.cfg.Repair {
+		return nil
+	}
+	out := &pb.RepairStats{}
+	if rx != nil {
+		out.Gaps, out.Received = rx.Gaps, rx.Repairs
+	}
+	a.rep.mu.Lock()
+	if c := a.rep.count[t.cfg.Id]; c != nil {
+		out.Asked, out.Resent, out.Missing = c.asked.Load(), c.resent.Load(), c.missing.Load()
+	}
+	for _, tp := range a.rep.taps[t.cfg.Id] {
+		out.Kept += tp.kept.Load()
+		out.TapBusyNs += tp.busyNs.Load()
+	}
+	a.rep.mu.Unlock()
+	a.mu.Lock()
+	run := a.reseqs[t.cfg.Id]
+	a.mu.Unlock()
+	if run != nil {
+		out.WaitUs = float64(run.rs.RepairWait()) / 1e3
+	}
+	return out
+}
+
+// lastRx is the tunnel's latest receiver snapshot.
+func (s *sampler) lastRx(id uint32) (*datapath.RxTunnel, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.hist[id]
+	if h == nil || h.len() == 0 {
+		return nil, fmt.Errorf("tunnel %d not sampled yet", id)
+	}
+	rx := h.at(h.len() - 1).rx
+	return &rx, nil
+}

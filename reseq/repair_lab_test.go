@@ -1,0 +1,89 @@
+package reseq_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/plait/plait/agent"
+	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/internal/labnet"
+	"github.com/plait/plait/internal/sockrpc"
+)
+
+// One TCP flow striped 1:1 over a 4 ms path and an 8 ms path (the lab's embedded
+// switches) that loses 1 % of its packets towards the receiver at random, paced below
+// the paths' capacity; the receiver resequences. With repair on, every loss is resent
+// on the 4 ms path and fills its hole before the resequencer releases what waits behind
+// it: the receiver's TCP queues no segment out of order and the sender retransmits
+// nothing. Without repair, each loss reaches TCP, which retransmits it.
+//
+// As in TestSkewReachesTCPInOrder, an attempt in which the switches sent packets more
+// than 5 ms late (an overloaded machine) proves nothing and is run again, up to three
+// times.
+func TestLossRepairedBeforeTCP(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	paths := []labnet.Path{{Name: "clean", Rate: "10mbit", Delay: "4ms"}, {Name: "lossy", Rate: "10mbit", Delay: "8ms"}}
+	lab := labnet.New(t, bin, paths, labnet.Options{Weights: []float64{1, 1}, Resequence: true})
+	// Port 2 of switch 2 sends towards h2; set before the controller holds the switch.
+	lab.Net.Run(bin, append(lab.TLSArgs("controller"), "link", "set", "--switch", lab.SwitchAddr(2), "--port", "2", "--loss", "1")...)
+	stop := lab.StartController("wrr", []float64{1, 1})
+	defer stop()
+	lab.WaitEstimates(15 * time.Second)
+	h2, conn, err := agent.Dial(lab.Sock2, sockrpc.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	type result struct {
+		ofo, retrans, probes int64
+		switchLate           uint64
+		repair               *pb.RepairStats
+		reseq                *pb.ResequencerStats
+	}
+	flow := func(on bool) result {
+		lab.SetRepair(on)
+		lab.H2.Start("iperf3", "-s", "-1")
+		time.Sleep(300 * time.Millisecond)
+		rx, tx, late := mib(t, lab.H2), mib(t, lab.H1), switchLate(t, lab)
+		lab.H1.Run("iperf3", "-c", "10.99.0.2", "-t", "4", "-b", "6M", "-C", "cubic")
+		time.Sleep(100 * time.Millisecond) // the last repairs' counts
+		rx2, tx2 := mib(t, lab.H2), mib(t, lab.H1)
+		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := result{ofo: rx2["TcpExt:TCPOFOQueue"] - rx["TcpExt:TCPOFOQueue"], retrans: tx2["Tcp:RetransSegs"] - tx["Tcp:RetransSegs"],
+			probes: tx2["TcpExt:TCPLossProbes"] - tx["TcpExt:TCPLossProbes"], switchLate: switchLate(t, lab) - late,
+			repair: st.Tunnels[0].Repair, reseq: st.Tunnels[0].Resequencer}
+		var lost uint64
+		for _, p := range st.Tunnels[0].Paths {
+			lost += p.Lost
+		}
+		t.Logf("repair %v: receiver queued %d segments out of order; sender retransmitted %d (loss probes %d); %d lost on the paths, %d packets sent >5 ms late by the switches; repair %v; resequencer %v",
+			on, r.ofo, r.retrans, r.probes, lost, r.switchLate, r.repair, r.reseq)
+		return r
+	}
+	if off := flow(false); off.retrans == 0 {
+		t.Errorf("without repair the sender retransmitted nothing: the path's loss did not reach TCP, so this test proves nothing")
+	}
+	for attempt := 1; ; attempt++ {
+		on := flow(true)
+		if on.repair == nil || on.repair.Received == 0 {
+			t.Fatalf("with repair on the receiver took no repairs: %v", on.repair)
+		}
+		if on.ofo == 0 && on.retrans == 0 {
+			return
+		}
+		msg := fmt.Sprintf("with repair the receiver queued %d segments out of order and the sender retransmitted %d (%d of them loss probes); want 0 and 0", on.ofo, on.retrans, on.probes)
+		if on.switchLate == 0 {
+			t.Fatal(msg)
+		}
+		if attempt == 3 {
+			t.Skipf("the machine is too loaded for this test: in %d attempts the switches sent packets more than 5 ms late (%d in the last); %s", attempt, on.switchLate, msg)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package reseq
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/plait/plait/wire"
+)
+
+// With repair on, a hole proven lost waits for its repair, which fills it in order and
+// teaches the wait how long a repair takes; a repair that does not come costs the hole
+// the wait, not the hold bound.
+func TestHoleProvenLostWaitsForRepair(t *testing.T) {
+	f := newFeed(5, 0b11)
+	f.b.SetRepairWait(20e6)
+	for i := range 4 {
+		f.push(int64(i), uint32(i), uint8(i%2))
+	}
+	// Seq 4 (path 0) is lost; both paths deliver beyond it at once: proven lost.
+	f.push(4, 5, 1)
+	f.push(5, 6, 0)
+	f.push(6, 7, 1)
+	f.expire(10) // past the proof's confirmation and the hold bound
+	if len(f.out) != 4 {
+		t.Fatalf("released %v: the hole did not wait for its repair", f.out)
+	}
+	f.push(14, 4, 1|wire.PathRepair)
+	if want := []uint32{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	c := &f.b.C
+	if c.Repairs.Load() != 1 || c.Holes.Load() != 0 || c.Late.Load() != 0 {
+		t.Errorf("repairs %d, holes %d, late %d; want 1, 0, 0", c.Repairs.Load(), c.Holes.Load(), c.Late.Load())
+	}
+	// The repair took 10 ms from the hole's first sighting (seq 5 at 4 ms).
+	if w := f.b.RepairWait(); w != 10e6+4*5e6 {
+		t.Errorf("repair wait %d ns after one repair of 10 ms, want 30 ms", w)
+	}
+	// The next loss is not repaired: given up once it has waited that long.
+	f.push(20, 9, 1)
+	f.push(21, 10, 0)
+	f.expire(49)
+	if len(f.out) != 8 {
+		t.Fatalf("released %v before the repair wait", f.out)
+	}
+	f.expire(50)
+	if len(f.out) != 10 || c.Lost.Load() != 1 || c.Holes.Load() != 1 {
+		t.Errorf("released %v, lost %d, holes %d; want 10 packets, 1 after a hole lost, 1 hole", f.out, c.Lost.Load(), c.Holes.Load())
+	}
+}
