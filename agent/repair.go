@@ -209,6 +209,11 @@ func (a *Agent) resend(id uint32, q request) {
 		return
 	}
 	via := *t.paths[vi]
+	// Where the sender's program sends the path's packets: a NAT may have moved the port.
+	port := uint16(t.cfg.Port)
+	if tx, err := a.dp.ReadSender(t.slot); err == nil {
+		port, _ = t.peerPort(&tx, vi)
+	}
 	var key *wire.Key
 	if len(t.keys) > 0 {
 		key = &t.keys[0]
@@ -226,7 +231,7 @@ func (a *Agent) resend(id uint32, q request) {
 	buf := make([]byte, 0, src.frame)
 	for i := range min(q.count, repairMaxRun) {
 		b, ok := src.copyOut(buf[:0], q.path, q.first+i)
-		if ok && asRepair(b, &via, uint8(vi), key) == nil && dst.send(b) == nil {
+		if ok && asRepair(b, &via, uint8(vi), port, key) == nil && dst.send(b) == nil {
 			c.resent.Add(1)
 		} else {
 			c.missing.Add(1)
@@ -259,9 +264,10 @@ func (a *Agent) fastestPath(t *tunnel) int {
 }
 
 // asRepair makes the kept frame b (virtio_net_hdr first) a repair on path via (index
-// vi): its Ethernet and outer IPv4 addresses, the path id with wire.PathRepair, a fresh
-// send time and, on an authenticated tunnel, the tag under key.
-func asRepair(b []byte, via *path, vi uint8, key *wire.Key) error {
+// vi): its Ethernet and outer IPv4 addresses, the UDP port the path's packets go to, the
+// path id with wire.PathRepair, a fresh send time and, on an authenticated tunnel, the
+// tag under key.
+func asRepair(b []byte, via *path, vi uint8, port uint16, key *wire.Key) error {
 	off := keptPlaitOffset(b)
 	if off < 0 || len(via.hopMAC) != 6 {
 		return errors.New("not a Plait frame, or no next hop")
@@ -275,6 +281,9 @@ func asRepair(b []byte, via *path, vi uint8, key *wire.Key) error {
 	copy(ip[16:20], dst[:])
 	binary.BigEndian.PutUint16(ip[10:], 0)
 	binary.BigEndian.PutUint16(ip[10:], wire.Checksum(ip))
+	if ip[9] == 17 {
+		binary.BigEndian.PutUint16(f[14+20+2:], port)
+	}
 	h := b[off:]
 	h[1] = vi | wire.PathRepair
 	binary.BigEndian.PutUint32(h[12:], uint32(monoNow()))

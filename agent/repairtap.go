@@ -99,7 +99,7 @@ func openTap(ifindex, mtu int, id, port uint16, ipEncap bool) (*tap, error) {
 func netOrder16(v uint16) uint16 { return v<<8 | v>>8 }
 
 // attachFilter makes the socket take only the tunnel's outgoing data packets: IPv4
-// without options (as the sender writes them), the tunnel's UDP port or IP protocol,
+// without options (as the sender writes them), from the tunnel's UDP port or in its IP protocol,
 // its tunnel id, no probe flag, no repair bit.
 func attachFilter(fd int, id, port uint16, ipEncap bool) error {
 	const outgoing = 4 // PACKET_OUTGOING
@@ -119,7 +119,8 @@ func attachFilter(fd int, id, port uint16, ipEncap bool) error {
 		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: proto, SkipTrue: 100},
 	}
 	if !ipEncap {
-		prog = append(prog, bpf.LoadAbsolute{Off: 36, Size: 2}, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(port), SkipTrue: 100})
+		// The source port: the destination may be one a NAT rewrote (the peer's port).
+		prog = append(prog, bpf.LoadAbsolute{Off: 34, Size: 2}, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(port), SkipTrue: 100})
 	}
 	prog = append(prog,
 		bpf.LoadAbsolute{Off: hdr, Size: 1},
