@@ -397,7 +397,7 @@ func (a *Agent) RemoveTunnel(_ context.Context, ref *pb.TunnelRef) (*pb.Empty, e
 		errs = append(errs, a.dp.Detach(datapath.HookSender, l.Attrs().Index), a.dp.Detach(datapath.HookDevice, l.Attrs().Index))
 	}
 	a.stopResequencer(ref.Id, t.slot)
-	a.stopRepair(ref.Id)
+	a.forgetRepair(ref.Id)
 	delete(a.tunnels, ref.Id)
 	a.detachUnused()
 	a.stats.forget(ref.Id)

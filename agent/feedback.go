@@ -43,18 +43,22 @@ var reportMagic = [4]byte{'P', 'L', 'V', 'R'}
 // Repair requests travel the same channel (repair.go): the receiver asks its peer to
 // resend the packets a gap in one of the peer's paths says are lost. A request is
 //
-//	magic "PLRQ" | version 1 | path | tunnel id (2) | first path_seq (4) | count (4)
+//	magic "PLRQ" | version 1 | path | tunnel id (2) | first path_seq (4) | count (2) | via | 0
 //
-// big-endian, tagged as a report is. It needs no freshness: answering an old or
-// replayed request only resends packets the receiver then refuses as replays.
+// big-endian, tagged as a report is: via is the path the repairs should take, the one
+// the receiver measures fastest now (the sender measures only the other direction, which
+// does not show this one's queues). It needs no freshness: answering an old or replayed
+// request only resends packets the receiver then refuses as replays.
 const requestLen = 16
 
 var requestMagic = [4]byte{'P', 'L', 'R', 'Q'}
 
-// request asks for count packets from path_seq first of the peer's path.
+// request asks for count packets from path_seq first of the peer's path, to be resent
+// on path via.
 type request struct {
-	path         uint8
-	first, count uint32
+	path, via uint8
+	first     uint32
+	count     uint16
 }
 
 func (r request) marshal(tunnel uint16, keys []wire.Key) []byte {
@@ -63,7 +67,8 @@ func (r request) marshal(tunnel uint16, keys []wire.Key) []byte {
 	b[4], b[5] = reportVersion, r.path
 	binary.BigEndian.PutUint16(b[6:], tunnel)
 	binary.BigEndian.PutUint32(b[8:], r.first)
-	binary.BigEndian.PutUint32(b[12:], r.count)
+	binary.BigEndian.PutUint16(b[12:], r.count)
+	b[14] = r.via
 	if len(keys) > 0 {
 		b = binary.LittleEndian.AppendUint64(b, msgTag(&keys[0], b))
 	}
@@ -74,7 +79,7 @@ func parseRequest(b []byte, tunnel uint16, keys []wire.Key) (request, bool) {
 	if !tagged(b, requestLen, keys) || [4]byte(b[:4]) != requestMagic || b[4] != reportVersion || binary.BigEndian.Uint16(b[6:]) != tunnel {
 		return request{}, false
 	}
-	return request{path: b[5], first: binary.BigEndian.Uint32(b[8:]), count: binary.BigEndian.Uint32(b[12:])}, true
+	return request{path: b[5], first: binary.BigEndian.Uint32(b[8:]), count: binary.BigEndian.Uint16(b[12:]), via: b[14]}, true
 }
 
 // tagged is whether b is n bytes, followed by a tag under one of keys when there are any.

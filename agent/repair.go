@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -47,7 +48,7 @@ type tapKey struct {
 }
 
 type repairCounters struct {
-	asked, resent, missing atomic.Uint64
+	asked, congested, resent, missing atomic.Uint64
 }
 
 func newRepairs() *repairs {
@@ -123,7 +124,8 @@ func (a *Agent) repair(t *tunnel) error {
 	return nil
 }
 
-// stopRepair closes the tunnel's taps; called with a.mu held.
+// stopRepair closes the tunnel's taps; called with a.mu held. The counters stay while
+// the tunnel does (forgetRepair).
 func (a *Agent) stopRepair(id uint32) {
 	r := a.rep
 	r.mu.Lock()
@@ -132,7 +134,14 @@ func (a *Agent) stopRepair(id uint32) {
 		tp.close()
 	}
 	delete(r.taps, id)
-	delete(r.count, id)
+}
+
+// forgetRepair stops the repair of a tunnel that is removed, counters and all.
+func (a *Agent) forgetRepair(id uint32) {
+	a.stopRepair(id)
+	a.rep.mu.Lock()
+	delete(a.rep.count, id)
+	a.rep.mu.Unlock()
 }
 
 // closeRepairs stops every tunnel's repair and the gap reader (Close).
@@ -167,7 +176,9 @@ func (a *Agent) readGaps(g *datapath.GapReader) {
 	}
 }
 
-// ask asks the tunnel's peer to resend the packets of gap.
+// ask asks the tunnel's peer to resend the packets of gap, unless the loss looks like
+// congestion (repairView), which TCP must see; then the resequencer is told to wait for
+// the repairs.
 func (a *Agent) ask(gap datapath.Gap) {
 	a.mu.Lock()
 	var t *tunnel
@@ -180,17 +191,86 @@ func (a *Agent) ask(gap datapath.Gap) {
 		a.mu.Unlock()
 		return
 	}
-	id, keys := t.cfg.Id, t.keys
+	id, keys, run := t.cfg.Id, t.keys, a.reseqs[t.cfg.Id]
 	a.mu.Unlock()
 	a.rep.mu.Lock()
 	f, c := a.rep.fbs[id], a.rep.counters(id)
 	a.rep.mu.Unlock()
-	if f == nil {
+	via, queued := a.stats.repairView(id)
+	if queued&(1<<gap.Path) != 0 {
+		c.congested.Add(uint64(gap.Count))
 		return
 	}
-	if err := f.ask(request{path: gap.Path, first: gap.First, count: gap.Count}, keys); err == nil {
-		c.asked.Add(uint64(gap.Count))
+	if f == nil || f.ask(request{path: gap.Path, via: via, first: gap.First, count: uint16(gap.Count)}, keys) != nil {
+		return
 	}
+	c.asked.Add(uint64(gap.Count))
+	if run != nil {
+		run.rs.ExpectRepairs(int64(monoNow()) + run.rs.RepairWait())
+	}
+}
+
+// A loss on a path that holds a standing queue is congestion, for TCP to see; a queue
+// that drains between bursts is not. CoDel's rule (RFC 8289) tells them apart: a queue
+// is standing when its delay stayed above a target for a whole interval, with RFC 8289's
+// target and interval, the target raised to four jitters or one full packet's
+// serialization at the path's rate when those are more (RFC 8289 §4.4 for slow links).
+const (
+	codelTarget   = 5 * time.Millisecond
+	codelInterval = 100 * time.Millisecond
+)
+
+// repairView is what the receiver's measurements of the tunnel's paths say about
+// repairing now: via, the path whose smoothed one-way delay is lowest now, queueing
+// included (0xff: none measured), for the repairs to take; and queued, bit i set when
+// path i holds a standing queue: the minimum delay of every measurement epoch of the
+// last codelInterval stood more than the target above the path's minimum over the
+// agent's window.
+func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	via = 0xff
+	h := s.hist[id]
+	if h == nil || h.len() < 2 {
+		return via, 0
+	}
+	last := h.at(h.len() - 1)
+	best := math.Inf(1)
+	for i, p := range last.rx.Paths {
+		if p.OwdCnt == 0 {
+			continue
+		}
+		base, standing := math.Inf(1), math.Inf(1)
+		var bytes uint64
+		var span uint64
+		for k := range h.len() {
+			q := h.at(k)
+			qp := &q.rx.Paths[i]
+			if !qp.HasMin {
+				continue
+			}
+			m := float64(qp.OwdMinNs)
+			base = min(base, m)
+			if last.mono-q.mono < uint64(codelInterval) {
+				standing = min(standing, m)
+			}
+			if age := last.mono - q.mono; age <= uint64(time.Second) && age > span {
+				bytes, span = p.Bytes-qp.Bytes, age
+			}
+		}
+		target := max(float64(codelTarget), 4*p.JitterNs)
+		if bytes > 0 {
+			target = max(target, 1500*float64(span)/float64(bytes))
+		}
+		if !math.IsInf(standing, 0) && standing-base > target {
+			queued |= 1 << i
+		}
+		// Heard from in the last second: a path that went silent is no way to send.
+		if last.mono-p.LastRxNs < uint64(time.Second) && p.OwdEwmaNs < best {
+			via, best = uint8(i), p.OwdEwmaNs
+		}
+	}
+	return via, queued
 }
 
 // resend answers the peer's request: each packet asked for that a tap still keeps goes
@@ -203,7 +283,10 @@ func (a *Agent) resend(id uint32, q request) {
 		return
 	}
 	from := t.paths[q.path]
-	vi := a.fastestPath(t)
+	vi := int(q.via)
+	if vi >= len(t.paths) || !t.paths[vi].usable() {
+		vi = a.fastestPath(t)
+	}
 	if vi < 0 {
 		a.mu.Unlock()
 		return
@@ -229,7 +312,7 @@ func (a *Agent) resend(id uint32, q request) {
 		return
 	}
 	buf := make([]byte, 0, src.frame)
-	for i := range min(q.count, repairMaxRun) {
+	for i := range min(uint32(q.count), repairMaxRun) {
 		b, ok := src.copyOut(buf[:0], q.path, q.first+i)
 		if ok && asRepair(b, &via, uint8(vi), port, key) == nil && dst.send(b) == nil {
 			c.resent.Add(1)
@@ -240,8 +323,9 @@ func (a *Agent) resend(id uint32, q request) {
 }
 
 // fastestPath is the usable path of lowest one-way delay as this end's receiver measures
-// it (the other direction: the best guess without the peer's view), or as the controller
-// estimates it when none is measured; -1 when no path is usable. Called with a.mu held.
+// it (the other direction: the best guess when the request names no usable path), or as
+// the controller estimates it when none is measured; -1 when no path is usable. Called
+// with a.mu held.
 func (a *Agent) fastestPath(t *tunnel) int {
 	sp, measured := a.stats.spread(t.cfg.Id)
 	best, bestDelay := -1, math.Inf(1)
@@ -335,7 +419,7 @@ func (a *Agent) repairStats(t *tunnel, rx *datapath.RxTunnel) *pb.RepairStats {
 	}
 	a.rep.mu.Lock()
 	if c := a.rep.count[t.cfg.Id]; c != nil {
-		out.Asked, out.Resent, out.Missing = c.asked.Load(), c.resent.Load(), c.missing.Load()
+		out.Asked, out.Resent, out.Missing, out.Congested = c.asked.Load(), c.resent.Load(), c.missing.Load(), c.congested.Load()
 	}
 	for _, tp := range a.rep.taps[t.cfg.Id] {
 		out.Kept += tp.kept.Load()

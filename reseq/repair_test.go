@@ -16,8 +16,10 @@ func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 	for i := range 4 {
 		f.push(int64(i), uint32(i), uint8(i%2))
 	}
-	// Seq 4 (path 0) is lost; both paths deliver beyond it at once: proven lost.
+	// Seq 4 (path 0) is lost; both paths deliver beyond it at once: proven lost, and the
+	// agent asks for it.
 	f.push(4, 5, 1)
+	f.b.ExpectRepairs(100e6)
 	f.push(5, 6, 0)
 	f.push(6, 7, 1)
 	f.expire(10) // past the proof's confirmation and the hold bound
@@ -36,7 +38,7 @@ func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 	if w := f.b.RepairWait(); w != 10e6+4*5e6 {
 		t.Errorf("repair wait %d ns after one repair of 10 ms, want 30 ms", w)
 	}
-	// The next loss is not repaired: given up once it has waited that long.
+	// The next loss is asked for but not repaired: given up once it has waited that long.
 	f.push(20, 9, 1)
 	f.push(21, 10, 0)
 	f.expire(49)
@@ -46,5 +48,15 @@ func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 	f.expire(50)
 	if len(f.out) != 10 || c.Lost.Load() != 1 || c.Holes.Load() != 1 {
 		t.Errorf("released %v, lost %d, holes %d; want 10 packets, 1 after a hole lost, 1 hole", f.out, c.Lost.Load(), c.Holes.Load())
+	}
+	// A loss nobody asked a repair for (the requests expired) is given up once its proof
+	// stands, not a repair's wait later.
+	f.push(110, 11, 1)
+	f.push(111, 13, 0)
+	f.push(112, 14, 1)
+	proof := f.b.Deadline()
+	f.b.ExpectRepairs(300e6)
+	if asked := f.b.Deadline(); asked <= proof {
+		t.Errorf("deadline %d ns with a repair asked for, %d without: want later", asked, proof)
 	}
 }

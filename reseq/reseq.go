@@ -82,6 +82,9 @@ type Buffer struct {
 	// request's round trip and the wait for the proof), smoothed the same way; before the
 	// first, repairHint, the agent's estimate from the paths' delays (0: repair off).
 	repair, repairVar, repairHint atomic.Int64
+	// Until when repairs are on their way (ns): a hole proven lost waits for one only
+	// while the agent has asked for some (ExpectRepairs).
+	expect atomic.Int64
 	// The hold learns from its mistakes as RACK's reordering window does: every packet
 	// that comes after its hole was given up adds a quarter of the measured hold (once
 	// per hole given up since the last step), and sixteen holes given up without one take
@@ -120,6 +123,19 @@ func (b *Buffer) SetHold(ns int64) { b.hold.Store(ns) }
 // SetRepairWait turns waiting for repairs on (ns > 0: how long one is expected to take
 // before any has come) or off (0).
 func (b *Buffer) SetRepairWait(ns int64) { b.repairHint.Store(ns) }
+
+// ExpectRepairs says that the agent has asked for repairs that should come by until
+// (ns, monotonic): holes proven lost wait for them until then at the latest. A hole
+// whose packet nobody asked for (the agent asks for random losses only) is given up as
+// without repair.
+func (b *Buffer) ExpectRepairs(until int64) {
+	for {
+		e := b.expect.Load()
+		if until <= e || b.expect.CompareAndSwap(e, until) {
+			return
+		}
+	}
+}
 
 // RepairWait is how long a hole proven lost waits for its repair, from its first
 // sighting (ns; 0: repair is off): as repairs have taken, or the agent's estimate until
@@ -331,17 +347,25 @@ func (b *Buffer) Deadline() int64 {
 }
 
 // deadline is when the hole at next is given up, and the class of what it releases: at
-// the hold bound, or once proven lost (for a proof's confirmation; with repair on, for
-// as long as a repair takes, up to MaxHold).
+// the hold bound, or once proven lost (for a proof's confirmation; with repair on and
+// repairs asked for, for as long as a repair takes while they are on their way).
 func (b *Buffer) deadline() (int64, *atomic.Uint64) {
 	first := b.rises[b.rHead].at
 	bound := first + b.Hold()
+	w := b.RepairWait()
+	if w > 0 {
+		// Its repair is asked for once the path that lost it delivers its next packet:
+		// with repair on, a hole also waits for the slowest path to speak.
+		bound += b.confirm()
+	}
 	if b.proofAt == 0 {
 		return bound, &b.C.Bound
 	}
 	lost := b.proofAt + b.confirm()
-	if w := b.RepairWait(); w > 0 {
-		return max(lost, first+w), &b.C.Lost
+	if w > 0 {
+		if wait := min(first+w, b.expect.Load()); wait > lost {
+			return wait, &b.C.Lost
+		}
 	}
 	if lost < bound {
 		return lost, &b.C.Lost

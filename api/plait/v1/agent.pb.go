@@ -1852,15 +1852,18 @@ func (x *TunnelStats) GetRepair() *RepairStats {
 // What repair did, cumulative: as receiver (gaps seen, path_seqs asked for, repairs
 // taken) and as sender (packets kept, requests answered).
 type RepairStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Gaps          uint64                 `protobuf:"varint,1,opt,name=gaps,proto3" json:"gaps,omitempty"`                              // gaps in a path's path_seq the receiver reported
-	Asked         uint64                 `protobuf:"varint,2,opt,name=asked,proto3" json:"asked,omitempty"`                            // path_seqs asked of the peer
-	Received      uint64                 `protobuf:"varint,3,opt,name=received,proto3" json:"received,omitempty"`                      // repairs the receiver took (counted on no path)
-	Kept          uint64                 `protobuf:"varint,4,opt,name=kept,proto3" json:"kept,omitempty"`                              // packets the sender kept a copy of
-	Resent        uint64                 `protobuf:"varint,5,opt,name=resent,proto3" json:"resent,omitempty"`                          // repairs the sender sent
-	Missing       uint64                 `protobuf:"varint,6,opt,name=missing,proto3" json:"missing,omitempty"`                        // asked for, but no longer (or never) kept
-	TapBusyNs     uint64                 `protobuf:"varint,7,opt,name=tap_busy_ns,json=tapBusyNs,proto3" json:"tap_busy_ns,omitempty"` // CPU time spent keeping copies, system calls included
-	WaitUs        float64                `protobuf:"fixed64,8,opt,name=wait_us,json=waitUs,proto3" json:"wait_us,omitempty"`           // how long the resequencer waits for a repair now
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Gaps      uint64                 `protobuf:"varint,1,opt,name=gaps,proto3" json:"gaps,omitempty"`                              // gaps in a path's path_seq the receiver reported
+	Asked     uint64                 `protobuf:"varint,2,opt,name=asked,proto3" json:"asked,omitempty"`                            // path_seqs asked of the peer
+	Received  uint64                 `protobuf:"varint,3,opt,name=received,proto3" json:"received,omitempty"`                      // repairs the receiver took (counted on no path)
+	Kept      uint64                 `protobuf:"varint,4,opt,name=kept,proto3" json:"kept,omitempty"`                              // packets the sender kept a copy of
+	Resent    uint64                 `protobuf:"varint,5,opt,name=resent,proto3" json:"resent,omitempty"`                          // repairs the sender sent
+	Missing   uint64                 `protobuf:"varint,6,opt,name=missing,proto3" json:"missing,omitempty"`                        // asked for, but no longer (or never) kept
+	TapBusyNs uint64                 `protobuf:"varint,7,opt,name=tap_busy_ns,json=tapBusyNs,proto3" json:"tap_busy_ns,omitempty"` // CPU time spent keeping copies, system calls included
+	WaitUs    float64                `protobuf:"fixed64,8,opt,name=wait_us,json=waitUs,proto3" json:"wait_us,omitempty"`           // how long the resequencer waits for a repair now
+	// path_seqs not asked for: lost while their path's delay was in the upper half of its
+	// range, a queue near full, where the loss is congestion for TCP to see
+	Congested     uint64 `protobuf:"varint,9,opt,name=congested,proto3" json:"congested,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1947,6 +1950,13 @@ func (x *RepairStats) GetTapBusyNs() uint64 {
 func (x *RepairStats) GetWaitUs() float64 {
 	if x != nil {
 		return x.WaitUs
+	}
+	return 0
+}
+
+func (x *RepairStats) GetCongested() uint64 {
+	if x != nil {
+		return x.Congested
 	}
 	return 0
 }
@@ -2301,7 +2311,7 @@ const file_agent_proto_rawDesc = "" +
 	"\asignals\x18\x06 \x01(\rR\asignals\x12\x1c\n" +
 	"\ttriggered\x18\a \x01(\rR\ttriggered\x12<\n" +
 	"\vresequencer\x18\b \x01(\v2\x1a.plait.v1.ResequencerStatsR\vresequencer\x12-\n" +
-	"\x06repair\x18\t \x01(\v2\x15.plait.v1.RepairStatsR\x06repair\"\xd2\x01\n" +
+	"\x06repair\x18\t \x01(\v2\x15.plait.v1.RepairStatsR\x06repair\"\xf0\x01\n" +
 	"\vRepairStats\x12\x12\n" +
 	"\x04gaps\x18\x01 \x01(\x04R\x04gaps\x12\x14\n" +
 	"\x05asked\x18\x02 \x01(\x04R\x05asked\x12\x1a\n" +
@@ -2310,7 +2320,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x06resent\x18\x05 \x01(\x04R\x06resent\x12\x18\n" +
 	"\amissing\x18\x06 \x01(\x04R\amissing\x12\x1e\n" +
 	"\vtap_busy_ns\x18\a \x01(\x04R\ttapBusyNs\x12\x17\n" +
-	"\await_us\x18\b \x01(\x01R\x06waitUs\"\x93\x02\n" +
+	"\await_us\x18\b \x01(\x01R\x06waitUs\x12\x1c\n" +
+	"\tcongested\x18\t \x01(\x04R\tcongested\"\x93\x02\n" +
 	"\x10ResequencerStats\x12\x19\n" +
 	"\bin_order\x18\x01 \x01(\x04R\ainOrder\x12\x14\n" +
 	"\x05bound\x18\x02 \x01(\x04R\x05bound\x12\x12\n" +

@@ -111,8 +111,8 @@ func printTunnelStats(w io.Writer, t *pb.TunnelStats) error {
 			fmtUs(q.HoldUs), q.InOrder, q.Bound, q.Lost, q.Skipped, q.Late, q.Passed, q.Holes, q.Held, q.Dropped)
 	}
 	if q := t.Repair; q != nil {
-		fmt.Fprintf(w, "repair, wait %s: gaps %d, asked %d, repairs taken %d; kept %d, resent %d, not kept %d\n",
-			fmtUs(q.WaitUs), q.Gaps, q.Asked, q.Received, q.Kept, q.Resent, q.Missing)
+		fmt.Fprintf(w, "repair, wait %s: gaps %d, asked %d, left to TCP as congestion %d, repairs taken %d; kept %d, resent %d, not kept %d\n",
+			fmtUs(q.WaitUs), q.Gaps, q.Asked, q.Congested, q.Received, q.Kept, q.Resent, q.Missing)
 	}
 	var txTotal uint64
 	for _, p := range t.Paths {
