@@ -194,6 +194,7 @@ class Lab:
         self.h1, self.h2 = self.net.get("h1"), self.net.get("h2")
         self.tunnel_up = False
         self.reseq = False  # whether the tunnel up resequences
+        self.repair = False  # whether the tunnel up repairs losses
         if self.shape == "split":
             self.split_mtu()
         if "mptcp" in self.sc["compare"] and self.shape == "parallel":
@@ -296,16 +297,19 @@ class Lab:
     # -- tunnels ----------------------------------------------------------------
 
     def tunnel(self, up, config=None):
-        """Adds or removes tunnel 1 (for config: whether it resequences depends on it).
+        """Adds or removes tunnel 1 (for config: whether it resequences and repairs
+        depends on it).
         The baselines (ideal, single-best, mptcp) run without it, so that no Plait probe
         shares their paths."""
-        reseq = self.sc.get("resequence") == "on" or (
-            self.sc.get("resequence") == "auto" and config == "auto"
+        reseq, repair = (
+            self.sc.get(f) == "on" or (self.sc.get(f) == "auto" and config == "auto")
+            for f in ("resequence", "repair")
         )
-        if up == self.tunnel_up and (not up or reseq == self.reseq):
+        same = (reseq, repair) == (self.reseq, self.repair)
+        if up == self.tunnel_up and (not up or same):
             return
         if up:
-            self.reseq = reseq
+            self.reseq, self.repair = reseq, repair
             self.add_tunnels()
         else:
             for h in (self.h1, self.h2):
@@ -338,6 +342,8 @@ class Lab:
             args += ["--mode", "wrr", "--weights", ",".join(["1"] * n)]
             if self.reseq:
                 args += ["--resequence"]
+            if self.repair:
+                args += ["--repair"]
             host.plaitcmd(*args)
             host.cmd("ethtool -K plait0 %s >/dev/null 2>&1" % " ".join(nodes.OFFLOADS))
 

@@ -73,6 +73,7 @@ type PlanScenario struct {
 	Encap       string   `json:"encap"`      // Plait's tunnel: ip or udp
 	Auth        string   `json:"auth"`       // on: the tunnel tags its packets under a key made for the run
 	Resequence  string   `json:"resequence"` // auto, on, off: whether both hosts put the tunnel's packets in order
+	Repair      string   `json:"repair"`     // auto, on, off: whether both hosts repair losses on the paths
 	Paths       []Link   `json:"paths"`
 	Traffic     Traffic  `json:"traffic"`
 	Compare     []string `json:"compare"`
@@ -243,7 +244,7 @@ func BuildPlan(s *scenario.Scenario, name, results string) (*Plan, error) {
 	}
 	p := &Plan{
 		Scenario: PlanScenario{
-			Name: name, Description: s.Description, Shape: s.Shape, Switch: s.Switch, Encap: s.Encap, Auth: s.Auth, Resequence: s.Resequence, Compare: s.Compare,
+			Name: name, Description: s.Description, Shape: s.Shape, Switch: s.Switch, Encap: s.Encap, Auth: s.Auth, Resequence: s.Resequence, Repair: s.Repair, Compare: s.Compare,
 			Capacity: s.Capacity(),
 			Traffic: Traffic{Duration: s.Traffic.Duration.Seconds(), Omit: s.Traffic.Omit.Seconds(),
 				CC: s.Traffic.CC, Flows: s.Traffic.Flows, TCP: s.Traffic.TCP},

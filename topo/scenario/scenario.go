@@ -62,7 +62,8 @@ const (
 	AuthOff = "off" // untagged: the lab's links are its own
 )
 
-// Resequencing at the receiving hosts (agent: TunnelConfig.resequence).
+// Resequencing at the receiving hosts (agent: TunnelConfig.resequence); repair
+// (TunnelConfig.repair) takes the same three values.
 const (
 	ResequenceAuto = "auto" // for the auto configuration only (the controller's)
 	ResequenceOn   = "on"   // for every Plait configuration
@@ -85,6 +86,7 @@ type Scenario struct {
 	Encap       string
 	Auth        string
 	Resequence  string
+	Repair      string
 	Paths       []Path
 	Traffic     Traffic
 	Compare     []string
@@ -187,6 +189,7 @@ type rawScenario struct {
 	Encap       string     `yaml:"encap"`
 	Auth        string     `yaml:"auth"`
 	Resequence  string     `yaml:"resequence"`
+	Repair      string     `yaml:"repair"`
 	Paths       []rawPath  `yaml:"paths"`
 	Traffic     rawTraffic `yaml:"traffic"`
 	Compare     []string   `yaml:"compare"`
@@ -328,6 +331,9 @@ func parse(data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	if s.Resequence, err = oneOf("resequence", raw.Resequence, ResequenceOff, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
+		return nil, err
+	}
+	if s.Repair, err = oneOf("repair", raw.Repair, ResequenceOff, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
 		return nil, err
 	}
 	if len(raw.Paths) == 0 {

@@ -75,6 +75,7 @@ compare: [rr, wrr]
 shape: split
 switch: embedded
 encap: udp
+repair: auto
 `
 	s, err := Parse([]byte(good))
 	if err != nil {
@@ -97,8 +98,8 @@ encap: udp
 		TCP: map[string]int{"reordering": 30, "dsack": 0}}) || len(s.Compare) != 2 {
 		t.Errorf("traffic %+v compare %v", s.Traffic, s.Compare)
 	}
-	if s.Shape != ShapeSplit || s.Switch != SwitchEmbedded || s.Encap != EncapUDP {
-		t.Errorf("shape %q switch %q encap %q", s.Shape, s.Switch, s.Encap)
+	if s.Shape != ShapeSplit || s.Switch != SwitchEmbedded || s.Encap != EncapUDP || s.Repair != ResequenceAuto {
+		t.Errorf("shape %q switch %q encap %q repair %q", s.Shape, s.Switch, s.Encap, s.Repair)
 	}
 	if c := s.Capacity(); c != 14e6 {
 		t.Errorf("capacity %v, want 14e6", c)
@@ -131,6 +132,7 @@ encap: udp
 		{"bad shape", "paths: [{rate: 1mbit}]\nshape: mesh", "shape:"},
 		{"bad switch", "paths: [{rate: 1mbit}]\nswitch: ovs", "switch:"},
 		{"bad encap", "paths: [{rate: 1mbit}]\nencap: gre", `encap: "gre" is not one of ip, udp`},
+		{"bad repair", "paths: [{rate: 1mbit}]\nrepair: yes", `repair: "yes" is not one of`},
 		{"bad name", "name: a/b\npaths: [{rate: 1mbit}]", "name:"},
 		{"bad path name", "paths: [{name: 'wi fi', rate: 1mbit}]", "paths[0].name"},
 		{"unknown traffic field", "paths: [{rate: 1mbit}]\ntraffic: {flow: 2}", "flow"},
@@ -152,8 +154,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Shape != ShapeParallel || s.Switch != SwitchAuto || s.Encap != EncapIP {
-		t.Errorf("shape %q switch %q encap %q, want parallel auto ip", s.Shape, s.Switch, s.Encap)
+	if s.Shape != ShapeParallel || s.Switch != SwitchAuto || s.Encap != EncapIP || s.Repair != ResequenceOff {
+		t.Errorf("shape %q switch %q encap %q repair %q, want parallel auto ip off", s.Shape, s.Switch, s.Encap, s.Repair)
 	}
 	if len(s.Compare) != len(Configurations) {
 		t.Errorf("compare %v, want every configuration", s.Compare)
