@@ -11,8 +11,9 @@
 // the agent derives from the paths' measured delays and jitter (Hold). A hole is given up
 // at once when it is proven lost: every path in use has delivered a higher seq, and paths
 // keep their own order, so no path can still bring it. With repair on (SetRepairWait), a
-// hole proven lost waits instead for the sender's repair of it, as long as a repair has
-// been measured to take. Docs: docs/datapath.md.
+// hole proven lost waits instead for the sender's repair of it while the agent has asked
+// for repairs (ExpectRepairs), as long as a repair has been measured to take. Docs:
+// docs/datapath.md.
 package reseq
 
 import (
