@@ -24,9 +24,10 @@ import (
 // random loss for congestion of the whole aggregate. The sender keeps copies of what it
 // sent on each path (repairtap.go); the receiver's XDP program reports each gap in a
 // path's path_seq, and the receiving agent asks the peer for the missing packets over
-// the tunnel's report channel (feedback.go); the sender resends them marked as repairs
-// (wire.PathRepair) with their seq and path_seq, and the receiver takes each once and
-// gives it to the resequencer, whose hole it fills.
+// the tunnel's report channel (feedback.go), unless the path holds a standing queue (the
+// loss is then congestion, TCP's to see); the sender resends them marked as repairs
+// (wire.PathRepair) with their seq and path_seq on the path the request names, and the
+// receiver takes each once and gives it to the resequencer, whose hole it fills.
 //
 // repairMaxRun is the longest gap asked for: a longer one is an outage or a queue that
 // overflowed, which TCP must see, not random loss.
