@@ -45,6 +45,7 @@ type labFlags struct {
 	shape    string
 	encap    string
 	reseq    string
+	repair   string
 	repeat   int
 	tcp      map[string]int
 }
@@ -55,6 +56,7 @@ func (f *labFlags) register(cmd *cobra.Command, run bool) {
 	fs.StringVar(&f.shape, "shape", "", "override the scenario's shape: parallel or split")
 	fs.StringVar(&f.encap, "encap", "", "override the scenario's encap: ip (no NAT on the paths) or udp (as through NAT)")
 	fs.StringVar(&f.reseq, "resequence", "", "override the scenario's resequence: auto (for the auto configuration only), on (every Plait configuration: the receiving hosts put the tunnel's packets in order) or off")
+	fs.StringVar(&f.repair, "repair", "", "override the scenario's repair: auto (for the auto configuration only), on (every Plait configuration: the hosts resend packets lost on a path) or off")
 	fs.StringToIntVar(&f.tcp, "tcp", nil, "set the hosts' TCP knobs over traffic.tcp's, e.g. reordering=30,dsack=0 ("+strings.Join(scenario.TCPKnobNames(), ", ")+")")
 	if run {
 		fs.StringSliceVar(&f.compare, "compare", nil, "run only these configurations, e.g. rr,auto")
@@ -189,6 +191,12 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 			return "", usagef(cmd, "--resequence %q: use auto, on or off", f.reseq)
 		}
 		s.Resequence = f.reseq
+	}
+	if f.repair != "" {
+		if f.repair != scenario.ResequenceAuto && f.repair != scenario.ResequenceOn && f.repair != scenario.ResequenceOff {
+			return "", usagef(cmd, "--repair %q: use auto, on or off", f.repair)
+		}
+		s.Repair = f.repair
 	}
 	if s.Shape == scenario.ShapeSplit && slices.Contains(s.Compare, scenario.ConfigMPTCP) {
 		return "", fmt.Errorf("compare: mptcp needs one interface per path at the hosts, which only shape parallel has; drop it or use --compare")
