@@ -11,6 +11,7 @@ import (
 	"github.com/dchest/siphash"
 	"golang.org/x/net/ipv4"
 
+	"github.com/plait/plait/ebpf/datapath"
 	"github.com/plait/plait/wire"
 )
 
@@ -26,15 +27,22 @@ import (
 //
 // big-endian, heard's bit i set when path i delivered within livenessDetect, followed,
 // on a tunnel with keys, by a SipHash-2-4 tag of the 24 bytes under its first key
-// (little-endian, as the datapath's). The receiver takes it only from the peer's
-// address, arriving on the tunnel device, with a tag under one of the keys, and newer
-// than the last it took (reports cross paths of different delays).
+// (little-endian, as the datapath's), and by zeroes up to reportSize bytes. The receiver
+// takes it only from the peer's address, arriving on the tunnel device, with a tag under
+// one of the keys, and newer than the last it took (reports cross paths of different
+// delays).
 const (
 	reportLen     = 24
 	reportVersion = 1
+	// reportSize makes a report's inner packet (with its IPv4 and UDP headers) one byte
+	// longer than an ACK: the sender puts ACK-sized packets on the tunnel's ACK path, one
+	// path and often the slowest (docs/controller.md#ack-path), and news must spread over
+	// the split like data, so that the first copy to arrive comes by the fastest path
+	// that works.
+	reportSize = datapath.AckMaxInner + 1 - 20 - 8
 	// reportFresh is how long a report is news: a few report intervals. Older, the
-	// peer's view is unknown (its agent stopped, or nothing reaches this end), and this
-	// end judges by what it hears itself.
+	// peer's view is unknown (its agent stopped or starved, or nothing reaches this
+	// end): it takes no path out and puts none back (liveness.go).
 	reportFresh = 3 * livenessDetect
 )
 
@@ -106,7 +114,7 @@ type report struct {
 }
 
 func (r report) marshal(keys []wire.Key) []byte {
-	b := make([]byte, reportLen, reportLen+wire.TagLen)
+	b := make([]byte, reportLen, reportSize)
 	copy(b, reportMagic[:])
 	b[4], b[5] = reportVersion, r.paths
 	binary.BigEndian.PutUint16(b[6:], r.tunnel)
@@ -115,7 +123,7 @@ func (r report) marshal(keys []wire.Key) []byte {
 	if len(keys) > 0 {
 		b = binary.LittleEndian.AppendUint64(b, msgTag(&keys[0], b))
 	}
-	return b
+	return append(b, make([]byte, reportSize-len(b))...)
 }
 
 // msgTag is the tag of a report or request b (without its tag).
@@ -126,7 +134,11 @@ func msgTag(k *wire.Key, b []byte) uint64 {
 var errReport = errors.New("not a liveness report of this tunnel")
 
 func parseReport(b []byte, tunnel uint16, keys []wire.Key) (report, error) {
-	if !tagged(b, reportLen, keys) || [4]byte(b[:4]) != reportMagic || b[4] != reportVersion || binary.BigEndian.Uint16(b[6:]) != tunnel {
+	n := reportLen
+	if len(keys) > 0 {
+		n += wire.TagLen
+	}
+	if len(b) != reportSize || !tagged(b[:n], reportLen, keys) || [4]byte(b[:4]) != reportMagic || b[4] != reportVersion || binary.BigEndian.Uint16(b[6:]) != tunnel {
 		return report{}, errReport
 	}
 	return report{tunnel: tunnel, paths: b[5], sent: int64(binary.BigEndian.Uint64(b[8:])), heard: binary.BigEndian.Uint64(b[16:])}, nil
@@ -247,6 +259,13 @@ func (f *feedback) send(now time.Time, paths int, heard uint64, keys []wire.Key)
 func (f *feedback) ask(q request, keys []wire.Key) error {
 	_, err := f.conn.WriteToUDPAddrPort(q.marshal(f.tunnel, keys), f.peer)
 	return err
+}
+
+// reporting is whether the peer's agent reports on this channel, about paths paths.
+func (f *feedback) reporting(paths int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.at.IsZero() && int(f.last.paths) == paths
 }
 
 // heard returns the peer's latest report while it is fresh.

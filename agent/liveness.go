@@ -20,11 +20,17 @@ import (
 // that fails one way is silent only at its receiving end. So an end takes a path out of
 // its split when it hears nothing on it, or when the peer's liveness report
 // (feedback.go) says the peer hears nothing of this end on it; and puts it back once the
-// peer's reports say it delivers again for livenessHold (or, without fresh reports from
-// the peer, whose agent may be older or stopped, once it hears it itself). The end whose
-// receiving direction failed thus takes the path out for as long as its silence and the
-// peer's report disagree, one report interval or two, and then back. Only a path this
-// loop took down is put back, so an operator's `path down` stands.
+// peer's reports say it delivers again for livenessHold. Only the peer knows whether
+// this end's packets reach it, so while its agent reports, a path comes back on its word
+// alone: when its reports stop (its agent stopped or starved, or the reports lost), a
+// path that is out stays out, as a BFD session comes up only on its peer's word. A dead
+// path put back costs the flows on it a burst of losses, retransmissions among them,
+// which TCP repairs with backed-off timeouts; a live one kept out costs its share until
+// the reports resume. A peer that never reported (an older agent) leaves it to what this
+// end hears itself. The end whose receiving direction failed takes the path out for as
+// long as its silence and the peer's report disagree, one report interval or two, and
+// then back. Only a path this loop took down is put back, so an operator's `path down`
+// stands.
 const (
 	livenessDetect = 3 * probeIdle
 	livenessHold   = 2 * probeIdle
@@ -125,10 +131,11 @@ func (a *Agent) judgePaths(ctx context.Context, now time.Time, paths map[livenes
 		}
 		// What the peer hears of this end's paths, when it says so.
 		var peerHears uint64
-		fromPeer := false
+		fromPeer, reporting := false, false
 		if f := a.feedbackFor(t, reports, kick); f != nil {
 			f.send(now, len(t.Paths), hears, a.tunnelKeys(t.Config.Id))
 			peerHears, fromPeer = f.heard(now, len(t.Paths))
+			reporting = f.reporting(len(t.Paths))
 		}
 		for i, p := range t.Paths {
 			name := p.Config.Name
@@ -143,8 +150,11 @@ func (a *Agent) judgePaths(ctx context.Context, now time.Time, paths map[livenes
 				l.oneWay = false
 			}
 			silent := silentHere && !l.oneWay || silentThere
-			if l.down && fromPeer {
+			switch {
+			case l.down && fromPeer:
 				silent = peerHears&(1<<i) == 0 // back by what the peer hears
+			case l.down && reporting:
+				silent = true // its reports stopped: no word that it hears the path
 			}
 			switch {
 			case silent && !l.down:

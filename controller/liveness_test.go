@@ -53,28 +53,30 @@ func dialAgents(t testing.TB, lab *labnet.Lab) []pb.AgentClient {
 }
 
 // agentsAlone builds A2 with the controller's estimates in place, kills the controller,
-// dials both agents and starts a 10 s flow h1 -> h2 that has run 3 s: the agents steer
-// alone from here. wait returns the flow's longest stall once it ends.
-func agentsAlone(t *testing.T) (*labnet.Lab, []pb.AgentClient, func() time.Duration) {
+// dials both agents and starts a 10 s flow h1 -> h2 that has run 3 s (it started at
+// start): the agents steer alone from here. wait returns the flow's longest stall once
+// it ends.
+func agentsAlone(t *testing.T) (lab *labnet.Lab, ags []pb.AgentClient, start time.Time, wait func() time.Duration) {
 	t.Helper()
 	if bin == "" {
 		t.Skip("needs root")
 	}
-	lab := labnet.New(t, bin, a2, labnet.Options{Telemetry: true})
+	lab = labnet.New(t, bin, a2, labnet.Options{Telemetry: true})
 	lab.StartController("auto", nil)
 	lab.WaitEstimates(10 * time.Second)
 	lab.KillController()
-	ags := dialAgents(t, lab)
-	wait := flow(t, lab, 10)
+	ags = dialAgents(t, lab)
+	start = time.Now()
+	wait = flow(t, lab, 10)
 	time.Sleep(3 * time.Second)
-	return lab, ags, wait
+	return lab, ags, start, wait
 }
 
 // A path fails while the controller is down: the agents take it out of their splits
 // themselves within 300 ms and put it back when it works again; a flow through the
 // tunnel never stalls for a second; the controller, when back, keeps what they did.
 func TestPathFailsWhileControllerIsDown(t *testing.T) {
-	lab, ags, wait := agentsAlone(t)
+	lab, ags, start, wait := agentsAlone(t)
 
 	// Path c (the fastest) fails both ways at a set time, which starts the clock.
 	down := time.Now().Add(linkLead)
@@ -108,7 +110,7 @@ func TestPathFailsWhileControllerIsDown(t *testing.T) {
 	}
 	putBack := time.Since(back)
 	stall := wait()
-	t.Logf("path c out of both splits %v after it failed, back in both %v after it recovered (controller running); longest stall %v", tookOut, putBack, stall)
+	t.Logf("path c out of both splits %v after it failed (%.1f s into the flow), back in both %v after it recovered (controller running); longest stall %v", tookOut, down.Sub(start).Seconds(), putBack, stall)
 	if tookOut > 300*time.Millisecond {
 		t.Errorf("the dead path was taken out after %v, want within 300 ms", tookOut)
 	}
@@ -132,7 +134,7 @@ func mustPaths(t *testing.T, ctl pb.ControllerClient) *pb.PathsResponse {
 // direction works; a flow h1 -> h2 never stalls for a second; the path goes back into
 // h1's split once it works again.
 func TestOneWayFailureReachesTheSender(t *testing.T) {
-	lab, ags, wait := agentsAlone(t)
+	lab, ags, start, wait := agentsAlone(t)
 
 	down := time.Now().Add(linkLead)
 	lab.SetLinkAt(3, false, down, "--down") // towards h2 only
@@ -149,16 +151,13 @@ func TestOneWayFailureReachesTheSender(t *testing.T) {
 	pathUp(t, ags[0], "c", true, 2*time.Second)
 	putBack := time.Since(back)
 	stall := wait()
-	t.Logf("c out of h1's split %v after it failed towards h2, back %v after it recovered; in h2's split %v after h1 took it out, and kept; longest stall %v", tookOut, putBack, h2back, stall)
+	t.Logf("c out of h1's split %v after it failed towards h2 (%.1f s into the flow), back %v after it recovered; in h2's split %v after h1 took it out, and kept; longest stall %v", tookOut, down.Sub(start).Seconds(), putBack, h2back, stall)
 	// The receiving end's 300 ms, and the report's trip back over the other direction's
 	// paths, at most a2's longest one-way delay (100 ms).
 	if tookOut > 400*time.Millisecond {
 		t.Errorf("the sender took the dead path out after %v, want within 400 ms", tookOut)
 	}
-	// A one-way failure stalled the flow 0.1-0.3 s in nine runs and 1.8 s once, in a
-	// clean-clone run, for a reason not yet found: this test holds it to two of TCP's
-	// backed-off timeouts, and the 1 s stays an open figure for this fault.
-	if stall > 2*maxStall {
+	if stall > maxStall {
 		t.Errorf("the flow stalled for %v", stall)
 	}
 }

@@ -50,6 +50,9 @@ const (
 	MaxTunnels = 64
 	// WRRSlots is the wrr table's length (WRR_SLOTS in consts.h; tests/wireformat checks it).
 	WRRSlots = split.HostSlots
+	// AckMaxInner is ACK_MAX_INNER in consts.h (tests/wireformat checks it): an inner
+	// packet of up to this many bytes takes the tunnel's ACK path, when it has one.
+	AckMaxInner = 80
 )
 
 // The embedded programs' specs, parsed once for the names read from them; Load parses

@@ -20,9 +20,9 @@ import (
 // checks them against wire.Layout: names, bit offsets, sizes, and a big-endian typedef
 // (__be16/__be32) for every multi-byte field. C cannot address a nibble, so consecutive
 // sub-byte layout fields form one C member (version + flags = ver_flags). The constants
-// plait.h defines are checked against wire's too, and consts.h's wrr table length and
-// tunnel slots against split's and the datapath's, through an enum that carries them into
-// BTF.
+// plait.h defines are checked against wire's too, and consts.h's wrr table length, tunnel
+// slots and ACK size against split's and the datapath's, through an enum that carries them
+// into BTF.
 func TestCLayout(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "layout.c")
@@ -38,6 +38,7 @@ enum plait_consts {
 	c_max_paths = PLAIT_MAX_PATHS, c_encap_len = PLAIT_ENCAP_LEN, c_compact_len = PLAIT_COMPACT_LEN,
 	c_ip_encap_len = PLAIT_IP_ENCAP_LEN, c_ip_compact_len = PLAIT_IP_COMPACT_LEN, c_tel_len = PLAIT_TEL_LEN,
 	c_wrr_slots = WRR_SLOTS, c_max_tunnels = MAX_TUNNELS, c_reseq_eth_p = RESEQ_ETH_P,
+	c_ack_max_inner = ACK_MAX_INNER,
 } c;
 `), 0o644); err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ enum plait_consts {
 		"c_max_paths": wire.MaxPaths, "c_encap_len": wire.EncapLen, "c_compact_len": wire.CompactLen,
 		"c_ip_encap_len": wire.IPEncapLen, "c_ip_compact_len": wire.IPCompactLen, "c_tel_len": wire.TelemetryLen,
 		"c_wrr_slots": split.HostSlots, "c_max_tunnels": datapath.MaxTunnels,
-		"c_reseq_eth_p": datapath.ReseqEtherType,
+		"c_reseq_eth_p": datapath.ReseqEtherType, "c_ack_max_inner": datapath.AckMaxInner,
 	}
 	for _, v := range consts.Values {
 		if v.Value != want[v.Name] {
