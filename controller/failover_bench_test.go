@@ -53,6 +53,6 @@ func BenchmarkFailover(b *testing.B) {
 		lab.SetLinkAt(3, false, start, "--up")
 		pathUp(b, ags[0], "c", true, linkLead+3*time.Second)
 		b.ReportMetric(float64(time.Since(start).Microseconds())/1e3, "agents-oneway-up-ms")
-		b.ReportMetric(float64(wait().Microseconds())/1e3, "stall-ms")
+		b.ReportMetric(float64(wait(time.Time{}).Microseconds())/1e3, "stall-ms")
 	}
 }

@@ -54,9 +54,9 @@ func dialAgents(t testing.TB, lab *labnet.Lab) []pb.AgentClient {
 
 // agentsAlone builds A2 with the controller's estimates in place, kills the controller,
 // dials both agents and starts a 10 s flow h1 -> h2 that has run 3 s (it started at
-// start): the agents steer alone from here. wait returns the flow's longest stall once
-// it ends.
-func agentsAlone(t *testing.T) (lab *labnet.Lab, ags []pb.AgentClient, start time.Time, wait func() time.Duration) {
+// start): the agents steer alone from here. wait returns the flow's longest stall past
+// a time once it ends.
+func agentsAlone(t *testing.T) (lab *labnet.Lab, ags []pb.AgentClient, start time.Time, wait func(since time.Time) time.Duration) {
 	t.Helper()
 	if bin == "" {
 		t.Skip("needs root")
@@ -109,8 +109,8 @@ func TestPathFailsWhileControllerIsDown(t *testing.T) {
 		pathUp(t, ag, "c", true, 2*time.Second)
 	}
 	putBack := time.Since(back)
-	stall := wait()
-	t.Logf("path c out of both splits %v after it failed (%.1f s into the flow), back in both %v after it recovered (controller running); longest stall %v", tookOut, down.Sub(start).Seconds(), putBack, stall)
+	stall := wait(down)
+	t.Logf("path c out of both splits %v after it failed (%.1f s into the flow), back in both %v after it recovered (controller running); longest stall from the fault on %v", tookOut, down.Sub(start).Seconds(), putBack, stall)
 	if tookOut > 300*time.Millisecond {
 		t.Errorf("the dead path was taken out after %v, want within 300 ms", tookOut)
 	}
@@ -150,8 +150,8 @@ func TestOneWayFailureReachesTheSender(t *testing.T) {
 	lab.SetLink(3, false, "--up")
 	pathUp(t, ags[0], "c", true, 2*time.Second)
 	putBack := time.Since(back)
-	stall := wait()
-	t.Logf("c out of h1's split %v after it failed towards h2 (%.1f s into the flow), back %v after it recovered; in h2's split %v after h1 took it out, and kept; longest stall %v", tookOut, down.Sub(start).Seconds(), putBack, h2back, stall)
+	stall := wait(down)
+	t.Logf("c out of h1's split %v after it failed towards h2 (%.1f s into the flow), back %v after it recovered; in h2's split %v after h1 took it out, and kept; longest stall from the fault on %v", tookOut, down.Sub(start).Seconds(), putBack, h2back, stall)
 	// The receiving end's 300 ms, and the report's trip back over the other direction's
 	// paths, at most a2's longest one-way delay (100 ms).
 	if tookOut > 400*time.Millisecond {

@@ -88,7 +88,7 @@ func TestRogueTakesPrimaryMidFlow(t *testing.T) {
 	if s.Inserts != 3 { // 2 at the start, 1 restored
 		t.Errorf("s1 inserted %d entries in all, want 3: its 2 and the one the rogue deleted", s.Inserts)
 	}
-	stall := wait()
+	stall := wait(time.Time{})
 	t.Logf("longest stall %v", stall)
 	if stall > maxStall {
 		t.Errorf("the flow stalled for %v", stall)

@@ -169,7 +169,7 @@ func TestSplitSwitchRestartsMidFlow(t *testing.T) {
 	if !match(slots, want) {
 		t.Errorf("2 s after it was back, restarted s10 splits %.3f, want the controller's %.3f", slots, want)
 	}
-	stall := wait()
+	stall := wait(time.Time{})
 	t.Logf("longest stall %v", stall)
 	if stall > maxStall {
 		t.Errorf("the flow stalled for %v", stall)
