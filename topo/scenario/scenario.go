@@ -333,7 +333,7 @@ func parse(data []byte) (*Scenario, error) {
 	if s.Resequence, err = oneOf("resequence", raw.Resequence, ResequenceOff, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
 		return nil, err
 	}
-	if s.Repair, err = oneOf("repair", raw.Repair, ResequenceOff, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
+	if s.Repair, err = oneOf("repair", raw.Repair, ResequenceAuto, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
 		return nil, err
 	}
 	if len(raw.Paths) == 0 {
