@@ -59,16 +59,7 @@ func BenchmarkResequencerA2(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var off, on []float64
-		var retrOff, retrOn int
-		for range rounds {
-			lab.SetResequence(false)
-			g, r := lab.Goodput(b, "10.99.0.2", seconds, omit)
-			off, retrOff = append(off, g), retrOff+r
-			lab.SetResequence(true)
-			g, r = lab.Goodput(b, "10.99.0.2", seconds, omit)
-			on, retrOn = append(on, g), retrOn+r
-		}
+		r := alternate(b, lab, rounds, seconds, omit, lab.SetResequence)
 		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{})
 		if err != nil {
 			b.Fatal(err)
@@ -77,14 +68,40 @@ func BenchmarkResequencerA2(b *testing.B) {
 		packets := q.InOrder + q.Bound + q.Lost + q.Skipped + q.Late
 		conn.Close()
 		stop()
-		b.ReportMetric(median(off)/1e6, "off-Mbit/s")
-		b.ReportMetric(median(on)/1e6, "on-Mbit/s")
-		b.ReportMetric(median(on)/median(off), "on/off")
-		b.ReportMetric(float64(retrOff)/rounds, "off-retrans/run")
-		b.ReportMetric(float64(retrOn)/rounds, "on-retrans/run")
+		r.report(b)
 		b.ReportMetric(float64(q.BusyNs)/float64(max(packets, 1)), "reseq-ns/pkt")
-		b.Logf("off %v, on %v Mbit/s; resequencer %v", mbits(off), mbits(on), q)
+		b.Logf("off %v, on %v Mbit/s; resequencer %v", mbits(r.off), mbits(r.on), q)
 	}
+}
+
+// onOff is goodput (bit/s) and retransmissions of rounds with a mechanism off and on.
+type onOff struct {
+	off, on         []float64
+	retrOff, retrOn int
+}
+
+// alternate runs rounds of one flow each with set(false), then set(true), so that both
+// see the same stretch of the machine's load.
+func alternate(b *testing.B, lab *labnet.Lab, rounds, seconds, omit int, set func(bool)) onOff {
+	var r onOff
+	for range rounds {
+		set(false)
+		g, n := lab.Goodput(b, "10.99.0.2", seconds, omit)
+		r.off, r.retrOff = append(r.off, g), r.retrOff+n
+		set(true)
+		g, n = lab.Goodput(b, "10.99.0.2", seconds, omit)
+		r.on, r.retrOn = append(r.on, g), r.retrOn+n
+	}
+	return r
+}
+
+func (r onOff) report(b *testing.B) {
+	rounds := float64(len(r.off))
+	b.ReportMetric(median(r.off)/1e6, "off-Mbit/s")
+	b.ReportMetric(median(r.on)/1e6, "on-Mbit/s")
+	b.ReportMetric(median(r.on)/median(r.off), "on/off")
+	b.ReportMetric(float64(r.retrOff)/rounds, "off-retrans/run")
+	b.ReportMetric(float64(r.retrOn)/rounds, "on-retrans/run")
 }
 
 func median(v []float64) float64 {
@@ -117,16 +134,7 @@ func BenchmarkRepairA2(b *testing.B) {
 		lab := labnet.New(b, bin, a2, labnet.Options{Telemetry: true, Resequence: true})
 		stop := lab.StartController("auto", nil)
 		lab.WaitEstimates(10 * time.Second)
-		var off, on []float64
-		var retrOff, retrOn int
-		for range rounds {
-			lab.SetRepair(false)
-			g, r := lab.Goodput(b, "10.99.0.2", seconds, omit)
-			off, retrOff = append(off, g), retrOff+r
-			lab.SetRepair(true)
-			g, r = lab.Goodput(b, "10.99.0.2", seconds, omit)
-			on, retrOn = append(on, g), retrOn+r
-		}
+		r := alternate(b, lab, rounds, seconds, omit, lab.SetRepair)
 		var rep [2]*pb.RepairStats
 		for i, sock := range []string{lab.Sock1, lab.Sock2} {
 			h, conn, err := agent.Dial(sock, sockrpc.TLS{})
@@ -141,13 +149,9 @@ func BenchmarkRepairA2(b *testing.B) {
 			rep[i] = st.Tunnels[0].Repair
 		}
 		stop()
-		b.ReportMetric(median(off)/1e6, "off-Mbit/s")
-		b.ReportMetric(median(on)/1e6, "on-Mbit/s")
-		b.ReportMetric(median(on)/median(off), "on/off")
-		b.ReportMetric(float64(retrOff)/rounds, "off-retrans/run")
-		b.ReportMetric(float64(retrOn)/rounds, "on-retrans/run")
+		r.report(b)
 		b.ReportMetric(float64(rep[0].TapBusyNs)/float64(max(rep[0].Kept, 1)), "tap-ns/pkt")
 		b.ReportMetric(float64(rep[0].Resent)/rounds, "resent/run")
-		b.Logf("off %v, on %v Mbit/s; sender h1 %v; receiver h2 %v", mbits(off), mbits(on), rep[0], rep[1])
+		b.Logf("off %v, on %v Mbit/s; sender h1 %v; receiver h2 %v", mbits(r.off), mbits(r.on), rep[0], rep[1])
 	}
 }
