@@ -136,7 +136,7 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	// Not while a flow starts: slow start's bursts queue the paths unevenly, and the start's
 	// feed (feedFast) makes one path the one that queues on purpose.
 	if o.set != nil && !o.starting {
-		o.probe(now, ests) // before the weights are read from the capacities
+		o.probe(now, ests, mode) // before the weights are read from the capacities
 	}
 	choice := o.chooseSet(now, ests, mode, tcp)
 	if mode == model.WRR {
