@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -66,20 +65,12 @@ func newSiege(t *testing.T, cfg func(c *pb.TunnelConfig)) *siege {
 	p.h2.Run("ip", "route", "add", "default", "dev", "eth1")
 	p.a1 = quietAgent(t, p.h1, "h1")
 	p.a2 = quietAgent(t, p.h2, "h2")
-	for _, h := range []struct {
-		ns            *nstest.NS
-		a             *Agent
-		local, remote string
-	}{{p.h1, p.a1, "1", "2"}, {p.h2, p.a2, "2", "1"}} {
-		c := tunnelConfig(h.local, h.remote, 2)
-		c.PeerAddress = "10.99.0." + h.remote
+	p.configureBoth(t, 2, func(c *pb.TunnelConfig, end int) {
+		c.PeerAddress = peerAddress(end)
 		if cfg != nil {
 			cfg(c)
 		}
-		if _, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(context.Background(), c) }); err != nil {
-			t.Fatalf("configure: %v", err)
-		}
-	}
+	})
 	s.slot = p.a2.tunnels[7].slot
 	err := p.h2.Do(func() (err error) {
 		s.listener, err = udpSocket(h2Tunnel, adversaryPort)

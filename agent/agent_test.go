@@ -116,6 +116,32 @@ func tunnelConfig(local, remote string, n int, weights ...float64) *pb.TunnelCon
 	return c
 }
 
+// configureBoth configures tunnel 7 over n paths at both ends, each the other's peer
+// by its paths: tunnelConfig's, with edit (if any) applied to end 1's (h1) and end 2's
+// (h2) configuration. It returns both ends' answers.
+func (p *pair) configureBoth(t testing.TB, n int, edit func(c *pb.TunnelConfig, end int)) (tuns [2]*pb.Tunnel) {
+	t.Helper()
+	for i, h := range []struct {
+		ns *nstest.NS
+		a  *Agent
+	}{{p.h1, p.a1}, {p.h2, p.a2}} {
+		end := i + 1
+		c := tunnelConfig(fmt.Sprint(end), fmt.Sprint(3-end), n)
+		if edit != nil {
+			edit(c, end)
+		}
+		tun, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(context.Background(), c) })
+		if err != nil {
+			t.Fatalf("configure h%d: %v", end, err)
+		}
+		tuns[i] = tun
+	}
+	return tuns
+}
+
+// peerAddress is the tunnel address of end's peer.
+func peerAddress(end int) string { return fmt.Sprintf("10.99.0.%d", 3-end) }
+
 func (p *pair) configure(t testing.TB, weights ...float64) {
 	t.Helper()
 	ctx := context.Background()
@@ -282,15 +308,7 @@ func nanf() float64 { var z float64; return z / z }
 func TestRestartKeepsStateAndTraffic(t *testing.T) {
 	p := newPair(t, 2)
 	ctx := context.Background()
-	for _, h := range []struct {
-		ns            *nstest.NS
-		a             *Agent
-		local, remote string
-	}{{p.h1, p.a1, "1", "2"}, {p.h2, p.a2, "2", "1"}} {
-		if _, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(ctx, tunnelConfig(h.local, h.remote, 2, 1, 3)) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.configureBoth(t, 2, func(c *pb.TunnelConfig, _ int) { c.Weights = []float64{1, 3} })
 	p.h2.Start("iperf3", "-s", "-1")
 	time.Sleep(200 * time.Millisecond)
 	iperf, out := p.h1.Start("iperf3", "-c", "10.99.0.2", "-t", "4", "-i", "1")
@@ -362,19 +380,8 @@ func TestCompactTunnel(t *testing.T) {
 
 func testCompactTunnel(t *testing.T, encap pb.Encap) {
 	p := newPair(t, 2)
-	ctx := context.Background()
 	wantMTU := map[pb.Encap]uint32{pb.Encap_ENCAP_UDP: 1500 - wire.CompactLen, pb.Encap_ENCAP_IP: 1500 - wire.IPCompactLen}[encap] - wire.TagLen
-	for _, h := range []struct {
-		ns                  *nstest.NS
-		a                   *Agent
-		local, remote, peer string
-	}{{p.h1, p.a1, "1", "2", "10.99.0.2"}, {p.h2, p.a2, "2", "1", "10.99.0.1"}} {
-		c := tunnelConfig(h.local, h.remote, 2)
-		c.PeerAddress, c.Encap = h.peer, encap
-		tun, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(ctx, c) })
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tun := range p.configureBoth(t, 2, func(c *pb.TunnelConfig, end int) { c.PeerAddress, c.Encap = peerAddress(end), encap }) {
 		if tun.Mtu != wantMTU {
 			t.Fatalf("compact tunnel MTU %d, want %d", tun.Mtu, wantMTU)
 		}

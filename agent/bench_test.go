@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"slices"
@@ -12,7 +11,6 @@ import (
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/ebpf/datapath"
-	"github.com/plait/plait/internal/nstest"
 )
 
 // iperfGoodput runs one iperf3 TCP flow from h1 to addr and returns the receiver's goodput
@@ -65,20 +63,13 @@ func BenchmarkStripedGoodput(b *testing.B) {
 		p.h2.Run("ip", "link", "set", "eth1", "gso_max_segs", "1")
 		reconfigure := func(auth, reseq bool) {
 			b.Helper()
-			for _, h := range []struct {
-				ns            *nstest.NS
-				a             *Agent
-				local, remote string
-			}{{p.h1, p.a1, "1", "2"}, {p.h2, p.a2, "2", "1"}} {
-				c := tunnelConfig(h.local, h.remote, 3, 1, 1, 1)
+			p.configureBoth(b, 3, func(c *pb.TunnelConfig, _ int) {
+				c.Weights = []float64{1, 1, 1}
 				if !auth {
 					c.Auth = &pb.Auth{Disabled: true}
 				}
 				c.Resequence = reseq
-				if _, err := run(b, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(context.Background(), c) }); err != nil {
-					b.Fatal(err)
-				}
-			}
+			})
 		}
 
 		stats, err := datapath.EnableRunStats()

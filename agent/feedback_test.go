@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"net/netip"
 	"testing"
 	"time"
@@ -14,21 +13,7 @@ import (
 // another key, or tampered with, is not taken.
 func TestReportsCrossTheTunnel(t *testing.T) {
 	p := newPair(t, 2)
-	ctx := context.Background()
-	for _, e := range []struct {
-		a             *Agent
-		local, remote string
-	}{{p.a1, "1", "2"}, {p.a2, "2", "1"}} {
-		ns := p.h1
-		if e.a == p.a2 {
-			ns = p.h2
-		}
-		c := tunnelConfig(e.local, e.remote, 2)
-		c.PeerAddress = "10.99.0." + e.remote
-		if _, err := run(t, ns, func() (*pb.Tunnel, error) { return e.a.Configure(ctx, c) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.configureBoth(t, 2, func(c *pb.TunnelConfig, end int) { c.PeerAddress = peerAddress(end) })
 	ap := func(h string) netip.AddrPort { return netip.MustParseAddrPort("10.99.0." + h + ":7733") }
 	kick := make(chan struct{}, 1)
 	f1, err := run(t, p.h1, func() (*feedback, error) { return openFeedback(7, "plait0", ap("1"), ap("2"), kick, nil) })

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pb "github.com/plait/plait/api/plait/v1"
-	"github.com/plait/plait/internal/nstest"
 	"github.com/plait/plait/wire"
 )
 
@@ -86,19 +85,7 @@ func TestLivenessNewsSpreadsPastTheAckPath(t *testing.T) {
 func TestLivenessKeepsAPathOutWhileThePeerIsSilent(t *testing.T) {
 	p := newPair(t, 3)
 	ctx := context.Background()
-	c1 := tunnelConfig("1", "2", 3)
-	c1.PeerAddress = "10.99.0.2"
-	c2 := tunnelConfig("2", "1", 3)
-	c2.PeerAddress = "10.99.0.1"
-	for _, e := range []struct {
-		ns *nstest.NS
-		a  *Agent
-		c  *pb.TunnelConfig
-	}{{p.h1, p.a1, c1}, {p.h2, p.a2, c2}} {
-		if _, err := run(t, e.ns, func() (*pb.Tunnel, error) { return e.a.Configure(ctx, e.c) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.configureBoth(t, 3, func(c *pb.TunnelConfig, end int) { c.PeerAddress = peerAddress(end) })
 	// Nothing h1 sends on p3 reaches h2.
 	p.h1.Run("nft", "add table netdev oneway")
 	p.h1.Run("nft", "add chain netdev oneway out { type filter hook egress device eth3 priority 0; policy drop; }")

@@ -60,23 +60,16 @@ func newNATPair(t *testing.T) *natPair {
 	p.natPorts(t, 40000)
 	p.a1 = p.start(t, p.h1, "h1")
 	p.a2 = p.start(t, p.h2, "h2")
-	for _, h := range []struct {
-		ns            *nstest.NS
-		a             *Agent
-		local, remote string
-	}{{p.h1, p.a1, "1", "2"}, {p.h2, p.a2, "2", "1"}} {
-		c := tunnelConfig(h.local, h.remote, 2, 1, 1)
-		c.PeerAddress = "10.99.0." + h.remote
-		if h.ns == p.h1 {
+	p.configureBoth(t, 2, func(c *pb.TunnelConfig, end int) {
+		c.Weights, c.PeerAddress = []float64{1, 1}, peerAddress(end)
+		if end == 1 {
 			c.Paths[1].RemoteAddr, c.Paths[1].NextHop = "10.0.3.2", "10.0.2.254"
 		} else {
 			c.Paths[1].RemoteAddr = natPublic
 		}
-		if _, err := run(t, h.ns, func() (*pb.Tunnel, error) { return h.a.Configure(context.Background(), c) }); err != nil {
-			t.Fatalf("configure: %v", err)
-		}
-		runLiveness(t, h.ns, h.a)
-	}
+	})
+	runLiveness(t, p.h1, p.a1)
+	runLiveness(t, p.h2, p.a2)
 	return p
 }
 

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"testing"
 
 	pb "github.com/plait/plait/api/plait/v1"
@@ -18,41 +17,15 @@ func BenchmarkRepairCeiling(b *testing.B) {
 	for b.Loop() {
 		p := newPair(b, 3)
 		set := func(on bool) {
-			for _, h := range []struct {
-				a             *Agent
-				local, remote string
-			}{{p.a1, "1", "2"}, {p.a2, "2", "1"}} {
-				c := tunnelConfig(h.local, h.remote, 3)
-				c.PeerAddress, c.Repair = "10.99.0."+h.remote, on
-				ns := p.h1
-				if h.a == p.a2 {
-					ns = p.h2
-				}
-				if _, err := run(b, ns, func() (*pb.Tunnel, error) { return h.a.Configure(context.Background(), c) }); err != nil {
-					b.Fatal(err)
-				}
-			}
+			p.configureBoth(b, 3, func(c *pb.TunnelConfig, end int) { c.PeerAddress, c.Repair = peerAddress(end), on })
 		}
-		var off, on []float64
-		var busy, kept uint64
-		for range rounds {
-			set(false)
-			g, _ := iperfGoodput(b, p, "10.99.0.2", 5)
-			off = append(off, g)
-			set(true)
-			g, _ = iperfGoodput(b, p, "10.99.0.2", 5)
-			on = append(on, g)
+		kept := ceiling(b, p, rounds, set, "tap-ns/pkt", func() (uint64, uint64) {
 			p.a1.mu.Lock()
 			t := p.a1.tunnels[7]
 			p.a1.mu.Unlock()
 			q := p.a1.repairStats(t, nil)
-			busy += q.TapBusyNs
-			kept += q.Kept
-		}
-		b.ReportMetric(median(off)/1e6, "off-Mbit/s")
-		b.ReportMetric(median(on)/1e6, "on-Mbit/s")
-		b.ReportMetric(median(on)/median(off), "on/off")
-		b.ReportMetric(float64(busy)/float64(max(kept, 1)), "tap-ns/pkt")
-		b.Logf("off %s, on %s Gbit/s; %d packets kept", gbits(off), gbits(on), kept)
+			return q.TapBusyNs, q.Kept
+		})
+		b.Logf("%d packets kept", kept)
 	}
 }
