@@ -8,8 +8,8 @@ import (
 )
 
 // With repair on, a hole proven lost waits for its repair, which fills it in order and
-// teaches the wait how long a repair takes; a repair that does not come costs the hole
-// the wait, not the hold bound.
+// teaches the wait how long a repair takes, as does one that comes too late; a repair
+// that does not come costs the hole the wait, not the hold bound.
 func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 	f := newFeed(5, 0b11)
 	f.b.SetRepairWait(20e6)
@@ -48,6 +48,12 @@ func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 	f.expire(50)
 	if len(f.out) != 10 || c.Lost.Load() != 1 || c.Holes.Load() != 1 {
 		t.Errorf("released %v, lost %d, holes %d; want 10 packets, 1 after a hole lost, 1 hole", f.out, c.Lost.Load(), c.Holes.Load())
+	}
+	// Its repair comes after all, 60 ms after the hole was first seen: a repair slower
+	// than the wait teaches it too, or the wait would stay as short as the fastest.
+	f.push(80, 8, 1|wire.PathRepair)
+	if w := f.b.RepairWait(); w != 16.25e6+4*16.25e6 {
+		t.Errorf("repair wait %d ns after a repair of 60 ms came late, want 81.25 ms", w)
 	}
 	// A loss nobody asked a repair for (the requests expired) is given up once its proof
 	// stands, not a repair's wait later.

@@ -57,6 +57,10 @@ type slot struct {
 	present bool
 	sent    bool // a pure ACK passed on ahead of its turn: nothing to release
 	frame   []byte
+	// A hole given up while its repair was on its way: its seq and first sighting, so
+	// that a repair that comes after all still teaches how long repairs take.
+	lostSeq uint32
+	lostAt  int64
 }
 
 type pathState struct {
@@ -221,6 +225,14 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 		b.rises[(b.rHead+b.rN)%Window] = rise{seq, now}
 		b.rN++
 	}
+	if repair && d < 0 && d > -Window {
+		// Measuring only the repairs that came in time would keep the wait as short as
+		// the fastest of them: every slower one would be late again.
+		if s := &b.slots[seq%Window]; s.lostAt != 0 && s.lostSeq == seq {
+			smooth(&b.repair, &b.repairVar, now-s.lostAt)
+			s.lostAt = 0
+		}
+	}
 	if repair && d >= 0 {
 		b.C.Repairs.Add(1)
 		if d == 0 && b.held > 0 {
@@ -317,7 +329,12 @@ func (b *Buffer) drain(class *atomic.Uint64) {
 // skip gives up the hole at next, and releases what follows it as class.
 func (b *Buffer) skip(class *atomic.Uint64) {
 	b.proofAt = 0
+	waited := class == &b.C.Lost && b.RepairWait() > 0 && b.rN > 0
 	for !b.slots[b.next%Window].present {
+		if waited {
+			s := &b.slots[b.next%Window]
+			s.lostSeq, s.lostAt = b.next, b.rises[b.rHead].at
+		}
 		b.C.Holes.Add(1)
 		b.next++
 		if b.quiet++; b.quiet >= 16 && b.steps.Load() > 0 {
