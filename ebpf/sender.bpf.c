@@ -110,29 +110,43 @@ static __always_inline int pick_edpf(const struct tx_cfg *cfg, struct tx_state *
 	return best;
 }
 
-/* ACK-sized packets may all take one path (see the controller's ackPath): ACKs spread over
- * paths of different delays tell the sender about the data that came on a fast path
- * early, and TCP sees the paths' whole delay skew as reordering with a round trip short
- * enough that it takes it for loss. */
-static __always_inline int pick_path(const struct tx_cfg *cfg, struct tx_state *st,
-				     __u64 now, __u32 inner_len, __u32 wire_len)
+/* Takes the packet's seq and, with schedule, the next rr/wrr position: one atomic add on
+ * the word they share, as a locked instruction is the dearest in the sender. A seq that
+ * wraps carries into the position, which then skips a place once in 2^32 packets. */
+static __always_inline __u32 take_seq(struct tx_state *st, int schedule, __u32 *position)
 {
-	if (!cfg->n_paths)
+	__u64 c = __sync_fetch_and_add((__u64 *)&st->seq, schedule ? 1ULL | 1ULL << 32 : 1);
+	*position = c >> 32;
+	return c;
+}
+
+/* Chooses the packet's path and takes its seq (*seq), or returns -1 without one when no
+ * path can take it. ACK-sized packets may all take one path (see the controller's
+ * ackPath): ACKs spread over paths of different delays tell the sender about the data
+ * that came on a fast path early, and TCP sees the paths' whole delay skew as reordering
+ * with a round trip short enough that it takes it for loss. */
+static __always_inline int pick_path(const struct tx_cfg *cfg, struct tx_state *st,
+				     __u64 now, __u32 inner_len, __u32 wire_len, __u32 *seq)
+{
+	__u32 position;
+	int p;
+	/* Some path is up, so next_up finds one. */
+	if (!(cfg->up_mask & ((1U << cfg->n_paths) - 1)))
 		return -1;
-	if ((cfg->flags & TX_F_ACK_PATH) && inner_len <= ACK_MAX_INNER)
-		return next_up(cfg, cfg->ack_path);
-	switch (cfg->mode) {
-	case MODE_EDPF:
-		return pick_edpf(cfg, st, now, wire_len);
-	case MODE_WRR: {
-		__u64 c = __sync_fetch_and_add(&st->counter, 1);
-		return next_up(cfg, cfg->slots[c & (WRR_SLOTS - 1)]);
+	if ((cfg->flags & TX_F_ACK_PATH) && inner_len <= ACK_MAX_INNER) {
+		p = next_up(cfg, cfg->ack_path);
+	} else if (cfg->mode == MODE_EDPF) {
+		p = pick_edpf(cfg, st, now, wire_len);
+		if (p < 0)
+			return -1;
+	} else {
+		*seq = take_seq(st, 1, &position);
+		if (cfg->mode == MODE_WRR)
+			return next_up(cfg, cfg->slots[position & (WRR_SLOTS - 1)]);
+		return next_up(cfg, position % cfg->n_paths);
 	}
-	default: {
-		__u64 c = __sync_fetch_and_add(&st->counter, 1);
-		return next_up(cfg, c % cfg->n_paths);
-	}
-	}
+	*seq = take_seq(st, 0, &position);
+	return p;
 }
 
 static __always_inline __u16 csum_fold(__u32 sum)
@@ -333,14 +347,13 @@ static __always_inline int send(struct __sk_buff *skb)
 	if (skb->tstamp_type != BPF_SKB_TSTAMP_DELIVERY_MONO || !now)
 		now = bpf_ktime_get_ns();
 
-	int p = pick_path(cfg, st, now, inner_len, skb->len + encap_len);
+	if (inner_len + encap_len > cfg->mtu)
+		return verdict(SND_DROP_TOO_BIG, TC_ACT_SHOT);
+	__u32 seq;
+	int p = pick_path(cfg, st, now, inner_len, skb->len + encap_len, &seq);
 	if (p < 0 || p >= PLAIT_MAX_PATHS)
 		return verdict(SND_DROP_NO_PATH, TC_ACT_SHOT);
 	const struct tx_path *path = &cfg->paths[p];
-	if (inner_len + encap_len > path->mtu)
-		return verdict(SND_DROP_TOO_BIG, TC_ACT_SHOT);
-
-	__u32 seq = __sync_fetch_and_add(&st->seq, 1);
 	__u32 path_seq = __sync_fetch_and_add(&st->path_seq[p], 1);
 
 	__be16 dport = peer_port(cfg, path, &st->peers[p]);

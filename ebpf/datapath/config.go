@@ -232,6 +232,7 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 		cfg.Peer = binary.NativeEndian.Uint32(peer[:])
 	}
 	weights := make([]float64, len(t.Paths))
+	cfg.Mtu = math.MaxUint32
 	for i, p := range t.Paths {
 		if p.Up {
 			cfg.UpMask |= 1 << i
@@ -257,7 +258,7 @@ func (t *Tunnel) encode() (*senderTxCfg, error) {
 			tp.ByteTime = max(1, uint32(bt))
 		}
 		tp.DelayNs = p.DelayNs
-		tp.Mtu = p.MTU
+		cfg.Mtu = min(cfg.Mtu, p.MTU)
 	}
 	if t.Mode == ModeWRR && cfg.UpMask != 0 {
 		if !anyPositive(weights) {

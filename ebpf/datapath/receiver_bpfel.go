@@ -195,8 +195,9 @@ type receiverRxTunnel struct {
 type receiverTxState struct {
 	_         structs.HostLayout
 	Seq       uint32
+	Position  uint32
 	Signaled  uint32
-	Counter   uint64
+	Pad       uint32
 	PathSeq   [8]uint32
 	BusyUntil [8]uint64
 	_         [16]byte

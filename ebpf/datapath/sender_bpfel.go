@@ -49,9 +49,11 @@ type senderTxCfg struct {
 	Flags    senderTxFlag
 	AckPath  uint8
 	_        [3]byte
+	Mtu      uint32
 	Signal   uint32
 	Local    uint32
 	Peer     uint32
+	_        [4]byte
 	Key      struct {
 		_  structs.HostLayout
 		K0 uint64
@@ -81,7 +83,6 @@ type senderTxPath struct {
 	DstMac   [6]uint8
 	ByteTime uint32
 	DelayNs  uint32
-	Mtu      uint32
 }
 
 type senderTxPathStats struct {
@@ -93,8 +94,9 @@ type senderTxPathStats struct {
 type senderTxState struct {
 	_         structs.HostLayout
 	Seq       uint32
+	Position  uint32
 	Signaled  uint32
-	Counter   uint64
+	Pad       uint32
 	PathSeq   [8]uint32
 	BusyUntil [8]uint64
 	_         [16]byte

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/plait/plait/internal/pkt"
@@ -161,6 +162,55 @@ func TestSenderRoundRobin(t *testing.T) {
 		if _, _, h := sent(t, d, innerPacket(uint32(i), 64)); int(h.PathID) != i%3 {
 			t.Fatalf("packet %d on path %d, want %d", i, h.PathID, i%3)
 		}
+	}
+}
+
+// Under rr one atomic add numbers a packet and places it in the schedule, so a packet the
+// sender drops must be refused before it: one too big for the smallest path MTU (whatever
+// path it would take) and one with every path down take no seq, and the receiver sees no
+// hole in the sequence. An ACK-sized packet on the ACK path takes a seq but leaves the rr
+// order alone.
+func TestSenderDropsTakeNoSeq(t *testing.T) {
+	d := load(t)
+	tun := testTunnel(ModeRR, 3)
+	tun.Paths[2].MTU = 1400
+	tun.Paths[1].ACKs = true
+	configure(t, d, tun)
+	var seq uint32
+	send := func(what string, in []byte, path uint8) {
+		t.Helper()
+		ret, _, h := sent(t, d, in)
+		if ret != tcActRedirect || h.PathID != path || (seq != 0 && h.Seq != seq+1) {
+			t.Fatalf("%s: verdict %d, path %d, seq %d; want path %d, seq %d", what, ret, h.PathID, h.Seq, path, seq+1)
+		}
+		seq = h.Seq
+	}
+	send("data", innerPacket(0, 500), 0)
+	send("ACK", innerPacket(1, 0), 1)
+	send("data", innerPacket(2, 500), 1)
+	send("data", innerPacket(3, 500), 2)
+	// 1401 bytes on the wire: it would fit path 0, next in the rr order, but not path 2.
+	if ret, _, _ := sent(t, d, innerPacket(4, 1401-wire.EncapLen-40)); ret != tcActShot {
+		t.Fatalf("a packet too big for path 2: verdict %d, want drop", ret)
+	}
+	down := tun
+	down.Paths = slices.Clone(tun.Paths)
+	for i := range down.Paths {
+		down.Paths[i].Up = false
+	}
+	if err := d.WriteSender(down); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _, _ := sent(t, d, innerPacket(5, 500)); ret != tcActShot {
+		t.Fatalf("every path down: verdict %d, want drop", ret)
+	}
+	if err := d.WriteSender(tun); err != nil {
+		t.Fatal(err)
+	}
+	send("data after the drops", innerPacket(6, 500), 0)
+	snd, _, _ := d.Verdicts([]uint32{3})
+	if snd["drop_too_big"] != 1 || snd["drop_no_path"] != 1 {
+		t.Errorf("verdicts %v, want one drop_too_big and one drop_no_path", snd)
 	}
 }
 

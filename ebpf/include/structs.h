@@ -20,7 +20,6 @@ struct tx_path {
 	__u8 dst_mac[6];   /* next hop */
 	__u32 byte_time;   /* edpf: serialisation time of one byte, ns << 10 (0: unusable) */
 	__u32 delay_ns;    /* edpf: one-way delay estimate */
-	__u32 mtu;         /* of the path's interface */
 };
 
 /* A tunnel's configuration; the agent writes the copy that is not live, then flips snd_gens. */
@@ -34,6 +33,9 @@ struct tx_cfg {
 	__u8 up_mask;    /* bit i: path i may carry packets */
 	enum tx_flag flags; /* TX_F_* */
 	__u8 ack_path;   /* TX_F_ACK_PATH: the path ACK-sized packets take */
+	/* The smallest MTU of the paths' interfaces: a packet is sent only if it fits every
+	 * path, so it is checked before rr or wrr number it and choose its path at once. */
+	__u32 mtu;
 	/* Congestion signals asked for: while this is ahead of tx_state.signaled, the next
 	 * full-sized TCP segment is marked CE (ECN-capable) or dropped before the tunnel. */
 	__u32 signal;
@@ -58,9 +60,12 @@ struct tx_peer {
 /* Mutable per-tunnel sender state, changed with atomics only (peers: by the receiver, in
  * single stores); survives config flips and agent restarts. */
 struct tx_state {
+	/* seq and position are one little-endian word, so that one atomic add takes a
+	 * packet's seq and, under rr and wrr, its place in the schedule (take_seq). */
 	__u32 seq;      /* next tunnel seq */
+	__u32 position; /* rr/wrr: packets scheduled */
 	__u32 signaled; /* congestion signals given (tx_cfg.signal) */
-	__u64 counter; /* rr/wrr position */
+	__u32 pad;
 	__u32 path_seq[PLAIT_MAX_PATHS];
 	__u64 busy_until[PLAIT_MAX_PATHS]; /* edpf: when the path's virtual queue drains, ns */
 	/* TX_F_AUTH: where each path's packets go, learned by the receiver (learn_port). Read
@@ -109,6 +114,8 @@ struct rx_tunnel {
 };
 
 _Static_assert(__builtin_offsetof(struct rx_tunnel, dev_mac) % 4 == 0, "dev_mac is read as words");
+_Static_assert(__builtin_offsetof(struct tx_state, seq) == 0 && __builtin_offsetof(struct tx_state, position) == 4,
+	       "seq and position are one word");
 
 /* The previous arrival of a sequence, for packet pairs. */
 struct pair_state {
