@@ -152,6 +152,7 @@ func (a *Agent) Run(ctx context.Context) {
 		case <-tick.C:
 			a.stats.sample()
 			a.renewResequencers()
+			a.armTaps()
 			if time.Since(lastResolve) >= resolveEvery {
 				a.resolvePending()
 				lastResolve = time.Now()

@@ -40,6 +40,11 @@ type repairs struct {
 	taps  map[uint32]map[tapKey]*tap // by tunnel id
 	count map[uint32]*repairCounters // by tunnel id
 	gaps  *datapath.GapReader        // open while a tunnel repairs
+	// The tunnels whose peer has asked for a repair: only they keep copies, so that a
+	// tunnel whose paths lose nothing pays nothing for repair (the copies cost the
+	// sending host about 3-5 µs a packet). The first losses go to TCP while the taps open.
+	armed map[uint32]bool
+	arm   atomic.Bool // a request found its tunnel's taps closed: open them (armTaps)
 }
 
 type tapKey struct {
@@ -53,7 +58,7 @@ type repairCounters struct {
 }
 
 func newRepairs() *repairs {
-	return &repairs{fbs: map[uint32]*feedback{}, taps: map[uint32]map[tapKey]*tap{}, count: map[uint32]*repairCounters{}}
+	return &repairs{fbs: map[uint32]*feedback{}, taps: map[uint32]map[tapKey]*tap{}, count: map[uint32]*repairCounters{}, armed: map[uint32]bool{}}
 }
 
 // setFeedback records tunnel id's report channel (nil: it has none).
@@ -96,9 +101,12 @@ func (a *Agent) repair(t *tunnel) error {
 		r.gaps = g
 		go a.readGaps(g)
 	}
+	r.counters(id)
 	want := map[tapKey]bool{}
 	for _, p := range t.paths {
-		want[tapKey{p.ifindex, p.mtu, uint16(t.cfg.Port), t.cfg.Encap == pb.Encap_ENCAP_IP}] = true
+		if r.armed[id] {
+			want[tapKey{p.ifindex, p.mtu, uint16(t.cfg.Port), t.cfg.Encap == pb.Encap_ENCAP_IP}] = true
+		}
 	}
 	taps := r.taps[id]
 	if taps == nil {
@@ -121,8 +129,22 @@ func (a *Agent) repair(t *tunnel) error {
 		}
 		taps[k] = tp
 	}
-	r.counters(id)
 	return nil
+}
+
+// armTaps opens the taps of the tunnels whose peer asked for a repair since the last
+// call; called in the agent's namespace (Run), where the taps' sockets must be made.
+func (a *Agent) armTaps() {
+	if !a.rep.arm.Swap(false) {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.tunnels {
+		if err := a.repair(t); err != nil {
+			a.opts.log.Warn("repair: open taps", "tunnel", t.cfg.Id, "err", err)
+		}
+	}
 }
 
 // stopRepair closes the tunnel's taps; called with a.mu held. The counters stay while
@@ -135,6 +157,7 @@ func (a *Agent) stopRepair(id uint32) {
 		tp.close()
 	}
 	delete(r.taps, id)
+	delete(r.armed, id)
 }
 
 // forgetRepair stops the repair of a tunnel that is removed, counters and all.
@@ -307,6 +330,13 @@ func (a *Agent) resend(id uint32, q request) {
 	src := a.rep.taps[id][tapKey{from.ifindex, from.mtu, uint16(t.cfg.Port), encap}]
 	dst := a.rep.taps[id][tapKey{via.ifindex, via.mtu, uint16(t.cfg.Port), encap}]
 	c := a.rep.counters(id)
+	if src == nil || dst == nil {
+		c.missing.Add(uint64(q.count))
+		if !a.rep.armed[id] {
+			a.rep.armed[id] = true
+			a.rep.arm.Store(true)
+		}
+	}
 	a.rep.mu.Unlock()
 	a.mu.Unlock()
 	if src == nil || dst == nil {

@@ -20,6 +20,8 @@ import (
 // reaches TCP, which retransmits it. The first second is left out of the count: while
 // the flow's slow start raises a path's delay into the upper half of its range, the
 // agent takes a loss there for the queue's overflow and leaves it to TCP (repairView).
+// With repair on, so is the time before the first request: the sender keeps copies only
+// from then on.
 //
 // Most runs end with 0 segments out of order and 0 retransmissions, but not every
 // loss can be repaired in time: the last packet a path carries in one of iperf3's
@@ -43,6 +45,11 @@ func TestLossRepairedBeforeTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	h1, conn1, err := agent.Dial(lab.Sock1, sockrpc.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn1.Close()
 	type result struct {
 		ofo, retrans, probes int64
 		switchLate           uint64
@@ -53,8 +60,19 @@ func TestLossRepairedBeforeTCP(t *testing.T) {
 		lab.SetRepair(on)
 		lab.H2.Start("iperf3", "-s", "-1")
 		time.Sleep(300 * time.Millisecond)
-		client, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", "5", "-b", "6M", "-C", "cubic")
+		client, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", "6", "-b", "6M", "-C", "cubic")
 		time.Sleep(time.Second)
+		// The sender keeps copies only once its peer has asked for a repair: the count
+		// starts then.
+		for end := time.Now().Add(2 * time.Second); on && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			st, err := h1.GetStats(context.Background(), &pb.StatsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Tunnels[0].Repair.GetKept() > 0 {
+				break
+			}
+		}
 		rx, tx, late := mib(t, lab.H2), mib(t, lab.H1), switchLate(t, lab)
 		if err := client.Wait(); err != nil {
 			t.Fatalf("iperf3: %v\n%s", err, out())
