@@ -66,3 +66,56 @@ func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 		t.Errorf("deadline %d ns with a repair asked for, %d without: want later", asked, proof)
 	}
 }
+
+// A hole no path proves lost by its bound, with repair on, is most likely the last packet
+// a path carried before it fell quiet: the resequencer asks the paths that have not
+// delivered beyond it for it, and the hole waits a repair's time more; a repair then
+// fills it in order, and one that does not come costs the hole that wait.
+func TestQuietPathsTailLossAskedAtBound(t *testing.T) {
+	f := newFeed(5, 0b11)
+	f.b.SetRepairWait(20e6)
+	type ask struct {
+		paths uint32
+		n     int
+	}
+	var asks []ask
+	f.b.SetTailAsk(func(paths uint32, n int) { asks = append(asks, ask{paths, n}) })
+	f.push(0, 0, 0)
+	f.push(1, 1, 1)
+	f.push(2, 2, 0)
+	// Seq 3, path 1's last packet, is lost; path 0 goes on alone.
+	f.push(4, 4, 0)
+	f.push(5, 5, 0)
+	bound := f.b.Deadline()
+	f.b.Expire(bound - 1)
+	if len(asks) != 0 {
+		t.Fatalf("asked %v before the bound", asks)
+	}
+	f.b.Expire(bound)
+	if want := []ask{{0b10, 1}}; !slices.Equal(asks, want) || len(f.out) != 3 {
+		t.Fatalf("at the bound: asked %v, released %v; want %v asked and seqs 0-2", asks, f.out, want)
+	}
+	if d := f.b.Deadline(); d != bound+20e6 {
+		t.Errorf("the asked hole's deadline is %d ns, want the bound and a repair's wait, %d", d, bound+20e6)
+	}
+	f.b.Push([]byte{3}, 3, 1|wire.PathRepair, bound+10e6)
+	if want := []uint32{0, 1, 2, 3, 4, 5}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	if c := &f.b.C; c.TailAsks.Load() != 1 || c.Holes.Load() != 0 || f.b.repair.Load() != 0 {
+		t.Errorf("tail asks %d, holes %d, repair time learnt %d; want 1, 0 and none (a tail repair includes the bound)", c.TailAsks.Load(), c.Holes.Load(), f.b.repair.Load())
+	}
+	// The next such hole is asked for once, and given up a repair's wait later.
+	f.push(60, 6, 1)
+	f.push(61, 8, 0)
+	bound = f.b.Deadline()
+	f.b.Expire(bound)
+	f.b.Expire(bound + 20e6 - 1)
+	if len(asks) != 2 || len(f.out) != 7 {
+		t.Fatalf("asked %v, released %v: want a second ask and seq 8 held", asks, f.out)
+	}
+	f.b.Expire(bound + 20e6)
+	if len(asks) != 2 || len(f.out) != 8 || f.b.C.Holes.Load() != 1 {
+		t.Errorf("asked %v, released %v, holes %d: want seq 8 released after one hole", asks, f.out, f.b.C.Holes.Load())
+	}
+}
