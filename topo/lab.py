@@ -342,8 +342,7 @@ class Lab:
             args += ["--mode", "wrr", "--weights", ",".join(["1"] * n)]
             if self.reseq:
                 args += ["--resequence"]
-            if self.repair:
-                args += ["--repair"]
+            args += ["--repair=%s" % ("true" if self.repair else "false")]
             host.plaitcmd(*args)
             host.cmd("ethtool -K plait0 %s >/dev/null 2>&1" % " ".join(nodes.OFFLOADS))
 

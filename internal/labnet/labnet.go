@@ -284,9 +284,7 @@ func (l *Lab) tunnel(ns *nstest.NS, sock, local, remote string, weights []float6
 	if l.Resequence {
 		args = append(args, "--resequence")
 	}
-	if l.Repair {
-		args = append(args, "--repair")
-	}
+	args = append(args, fmt.Sprintf("--repair=%v", l.Repair))
 	ns.Run(l.Bin, args...)
 }
 

@@ -63,6 +63,11 @@ func newTunnelAddCmd() *cobra.Command {
 				return usagef(cmd, "--encap %q: use udp (passes NAT) or ip (8 bytes less a packet, paths without NAT)", encap)
 			}
 			cfg.Encap = pb.Encap(e)
+			// Repair is on wherever it can be: it needs the peer's report channel, and a
+			// tunnel whose paths lose nothing keeps no copies.
+			if !cmd.Flags().Changed("repair") {
+				cfg.Repair = cfg.PeerAddress != "" && !cfg.ReceiveOnly
+			}
 			if len(keyFiles) > 0 || noAuth {
 				cfg.Auth = &pb.Auth{Disabled: noAuth}
 			}
@@ -95,7 +100,7 @@ func newTunnelAddCmd() *cobra.Command {
 	f.StringSliceVar(&weights, "weights", nil, "wrr weights, one per path (default equal)")
 	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
 	f.BoolVar(&cfg.Resequence, "resequence", false, "hand this end's stack the received packets in the sender's order (holds a packet behind a hole up to a bound from the paths' delays)")
-	f.BoolVar(&cfg.Repair, "repair", false, "repair losses on the paths: keep copies of sent packets, ask the peer for lost ones, resend on the lowest-delay path (needs --peer; on both ends)")
+	f.BoolVar(&cfg.Repair, "repair", false, "repair losses on the paths: once the peer asks, keep copies of sent packets; ask the peer for lost ones; resend on the lowest-delay path (needs --peer; on both ends; default on with --peer)")
 	f.StringVar(&cfg.PeerAddress, "peer", "", "the other end's tunnel address: TCP between the two goes compact (20 bytes less a packet)")
 	f.BoolVar(&cfg.ReceiveOnly, "receive-only", false, "only measure and untag on --device (an existing interface): a split switch encapsulates")
 	f.StringArrayVar(&keyFiles, "key-file", nil, "file with the tunnel's key (32 hex digits, mode 0600; the same on both ends): packets are tagged under it; repeat once to roll keys over (the first tags)")
