@@ -234,22 +234,6 @@ func (a *Agent) ask(gap datapath.Gap) {
 	}
 }
 
-// askTail asks, for each path in paths (bit i: path i) of the tunnel in slot, for the
-// count packets after the last it delivered: the resequencer's hole that no path
-// proved lost by its bound (reseq.Buffer.SetTailAsk). A packet not sent yet is not kept,
-// and one still on its way comes twice, the second refused as a replay.
-func (a *Agent) askTail(slot, paths uint32, count int) {
-	last, started, err := a.dp.LastPathSeqs(slot)
-	if err != nil {
-		return
-	}
-	for i := range last {
-		if paths&started&(1<<i) != 0 {
-			a.ask(datapath.Gap{Slot: slot, Path: uint8(i), First: last[i] + 1, Count: uint32(count)})
-		}
-	}
-}
-
 // A loss on a path that holds a standing queue is congestion, for TCP to see; a queue
 // that drains between bursts is not. CoDel's rule (RFC 8289) tells them apart: a queue
 // is standing when its delay stayed above a target for a whole interval, with RFC 8289's

@@ -45,10 +45,6 @@ func (a *Agent) resequence(t *tunnel, dev uint32) error {
 		rs.Close()
 		return status.Errorf(codes.FailedPrecondition, "tunnel %d: resequencer: %v", t.cfg.Id, err)
 	}
-	// Not on the resequencer's thread: asking takes a.mu, which stopResequencer holds
-	// while it waits for that thread to end.
-	slot := t.slot
-	rs.SetTailAsk(func(paths uint32, n int) { go a.askTail(slot, paths, n) })
 	go rs.Run()
 	a.reseqs[t.cfg.Id] = &reseqRun{rs: rs, dev: dev, peer: t.devPeer, mtu: t.mtu}
 	return a.leaseResequencer(t.slot, dev)
@@ -174,6 +170,6 @@ func (a *Agent) reseqStats(id uint32) *pb.ResequencerStats {
 	return &pb.ResequencerStats{
 		InOrder: c.InOrder.Load(), Bound: c.Bound.Load(), Lost: c.Lost.Load(), Skipped: c.Skipped.Load(),
 		Late: c.Late.Load(), Holes: c.Holes.Load(), Dropped: c.Dropped.Load(), Held: c.Held.Load(),
-		HoldUs: float64(run.rs.Hold()) / 1e3, BusyNs: c.BusyNs.Load(), Passed: c.Passed.Load(), TailAsks: c.TailAsks.Load(),
+		HoldUs: float64(run.rs.Hold()) / 1e3, BusyNs: c.BusyNs.Load(), Passed: c.Passed.Load(),
 	}
 }

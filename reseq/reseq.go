@@ -40,18 +40,17 @@ const Window = 4096
 
 // Counters are a Buffer's cumulative counts, safe to read while it runs.
 type Counters struct {
-	InOrder  atomic.Uint64 // packets released with no hole given up before them
-	Bound    atomic.Uint64 // packets released after a hole waited out the hold bound
-	Lost     atomic.Uint64 // packets released after a hole proven lost
-	Skipped  atomic.Uint64 // packets released early because the window was full or the sequence jumped
-	Late     atomic.Uint64 // packets that came after their hole was given up: passed on at once
-	Holes    atomic.Uint64 // seqs given up (at the bound, proven lost or skipped)
-	Dropped  atomic.Uint64 // packets the tunnel device did not take
-	BusyNs   atomic.Uint64 // CPU time spent moving packets, system calls included
-	Passed   atomic.Uint64 // pure ACKs passed on ahead of a hole (not held)
-	Repairs  atomic.Uint64 // repairs that came before their hole was given up
-	TailAsks atomic.Uint64 // holes unproven at their bound whose repair was asked for (SetTailAsk)
-	Held     atomic.Int64  // packets waiting now
+	InOrder atomic.Uint64 // packets released with no hole given up before them
+	Bound   atomic.Uint64 // packets released after a hole waited out the hold bound
+	Lost    atomic.Uint64 // packets released after a hole proven lost
+	Skipped atomic.Uint64 // packets released early because the window was full or the sequence jumped
+	Late    atomic.Uint64 // packets that came after their hole was given up: passed on at once
+	Holes   atomic.Uint64 // seqs given up (at the bound, proven lost or skipped)
+	Dropped atomic.Uint64 // packets the tunnel device did not take
+	BusyNs  atomic.Uint64 // CPU time spent moving packets, system calls included
+	Passed  atomic.Uint64 // pure ACKs passed on ahead of a hole (not held)
+	Repairs atomic.Uint64 // repairs that came before their hole was given up
+	Held    atomic.Int64  // packets waiting now
 }
 
 type slot struct {
@@ -101,13 +100,6 @@ type Buffer struct {
 	quiet   int
 	inUse   atomic.Uint32 // bit i: path i carries data
 	proofAt int64         // when the hole at next was first proven lost (0: not)
-	// With repair on, a hole that outlives its bound unproven is most likely the last
-	// packet a path carried before it fell quiet: no later packet of that path comes to
-	// prove it lost, so no gap report asks for it. askTail asks for it instead, from the
-	// paths that have not delivered beyond it (TCP's tail loss probe, a level down), and
-	// the hole waits a repair's time more from tailAt (0: not asked).
-	askTail func(paths uint32, count int)
-	tailAt  int64
 	started bool
 	next    uint32 // the seq released next
 	held    int
@@ -132,11 +124,6 @@ func New(hold int64, emit func(frame []byte)) *Buffer {
 
 // SetHold sets the hold bound as measured (ns).
 func (b *Buffer) SetHold(ns int64) { b.hold.Store(ns) }
-
-// SetTailAsk sets how the resequencer asks for the repair of a hole no path proved lost
-// by its bound (with repair on): ask(paths, count) asks each path in paths (bit i: path
-// i) for the count packets after the last it delivered. Called before Run.
-func (b *Buffer) SetTailAsk(ask func(paths uint32, count int)) { b.askTail = ask }
 
 // SetRepairWait turns waiting for repairs on (ns > 0: how long one is expected to take
 // before any has come) or off (0).
@@ -248,7 +235,7 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	}
 	if repair && d >= 0 {
 		b.C.Repairs.Add(1)
-		if d == 0 && b.held > 0 && b.tailAt == 0 {
+		if d == 0 && b.held > 0 {
 			smooth(&b.repair, &b.repairVar, now-b.rises[b.rHead].at)
 		}
 	}
@@ -311,7 +298,7 @@ func (b *Buffer) release(frame []byte, class *atomic.Uint64) {
 // advance moves on to the next seq.
 func (b *Buffer) advance() {
 	b.next++
-	b.proofAt, b.tailAt = 0, 0
+	b.proofAt = 0
 	for b.rN > 0 && diff(b.rises[b.rHead].seq, b.next) < 0 {
 		b.popRise()
 	}
@@ -341,7 +328,7 @@ func (b *Buffer) drain(class *atomic.Uint64) {
 
 // skip gives up the hole at next, and releases what follows it as class.
 func (b *Buffer) skip(class *atomic.Uint64) {
-	b.proofAt, b.tailAt = 0, 0
+	b.proofAt = 0
 	waited := class == &b.C.Lost && b.RepairWait() > 0 && b.rN > 0
 	for !b.slots[b.next%Window].present {
 		if waited {
@@ -390,9 +377,6 @@ func (b *Buffer) deadline() (int64, *atomic.Uint64) {
 		bound += b.confirm()
 	}
 	if b.proofAt == 0 {
-		if b.tailAt != 0 {
-			bound = max(bound, b.tailAt+w)
-		}
 		return bound, &b.C.Bound
 	}
 	lost := b.proofAt + b.confirm()
@@ -419,31 +403,8 @@ func (b *Buffer) Expire(now int64) {
 		if now < d {
 			return
 		}
-		if class == &b.C.Bound && b.tailAt == 0 && b.askTail != nil && b.RepairWait() > 0 {
-			if paths, n := b.tail(); paths != 0 {
-				b.tailAt = now
-				b.C.TailAsks.Add(1)
-				b.askTail(paths, n)
-				continue
-			}
-		}
 		b.skip(class)
 	}
-}
-
-// tail is what the hole at next asks of the paths: those in use that have not
-// delivered beyond it, and its length.
-func (b *Buffer) tail() (paths uint32, n int) {
-	mask := b.inUse.Load()
-	for i := range b.paths {
-		if p := &b.paths[i]; mask&(1<<i) != 0 && (!p.seen || diff(p.seq, b.next) < 0) {
-			paths |= 1 << i
-		}
-	}
-	for n < Window && !b.slots[(b.next+uint32(n))%Window].present {
-		n++
-	}
-	return paths, n
 }
 
 // provenLost is whether every path in use has delivered a seq beyond next: each path

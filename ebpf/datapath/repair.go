@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf/ringbuf"
-
-	"github.com/plait/plait/wire"
 )
 
 // Gap is a run of path_seqs that did not arrive on one path of a tunnel slot, as the
@@ -45,19 +43,3 @@ func (g *GapReader) Read() (Gap, error) {
 
 // Close ends Read.
 func (g *GapReader) Close() error { return g.r.Close() }
-
-// LastPathSeqs reads the highest path_seq each path of a tunnel slot has delivered
-// (data only), for asking after a path's next packet; bit i of started is set once path
-// i has delivered any.
-func (d *Datapath) LastPathSeqs(slot uint32) (last [wire.MaxPaths]uint32, started uint32, err error) {
-	var sh receiverRxShared
-	if err := d.rcv.RcvSeq.Lookup(slot, &sh); err != nil {
-		return last, 0, fmt.Errorf("read receiver state: %w", err)
-	}
-	for i, p := range sh.Paths {
-		if i < len(last) && p.Started != 0 {
-			last[i], started = p.MaxPs, started|1<<i
-		}
-	}
-	return last, started, nil
-}

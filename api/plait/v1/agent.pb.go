@@ -1965,18 +1965,17 @@ func (x *RepairStats) GetCongested() uint64 {
 // released counts once in in_order, bound, lost, skipped, late or passed.
 type ResequencerStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	InOrder       uint64                 `protobuf:"varint,1,opt,name=in_order,json=inOrder,proto3" json:"in_order,omitempty"`     // released with no hole given up before them (after a wait or not)
-	Bound         uint64                 `protobuf:"varint,2,opt,name=bound,proto3" json:"bound,omitempty"`                        // released after a hole waited out the hold bound
-	Lost          uint64                 `protobuf:"varint,3,opt,name=lost,proto3" json:"lost,omitempty"`                          // released after a hole proven lost, before the bound
-	Skipped       uint64                 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`                    // released early: the window was full or the sequence restarted
-	Late          uint64                 `protobuf:"varint,5,opt,name=late,proto3" json:"late,omitempty"`                          // came after their hole was given up: passed on out of order
-	Holes         uint64                 `protobuf:"varint,6,opt,name=holes,proto3" json:"holes,omitempty"`                        // seqs given up
-	Dropped       uint64                 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`                    // packets the tunnel device did not take
-	Held          int64                  `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`                          // waiting now
-	HoldUs        float64                `protobuf:"fixed64,9,opt,name=hold_us,json=holdUs,proto3" json:"hold_us,omitempty"`       // the hold bound now
-	BusyNs        uint64                 `protobuf:"varint,10,opt,name=busy_ns,json=busyNs,proto3" json:"busy_ns,omitempty"`       // CPU time spent moving packets, system calls included
-	Passed        uint64                 `protobuf:"varint,11,opt,name=passed,proto3" json:"passed,omitempty"`                     // pure ACKs passed on ahead of a hole, not held
-	TailAsks      uint64                 `protobuf:"varint,12,opt,name=tail_asks,json=tailAsks,proto3" json:"tail_asks,omitempty"` // with repair: holes unproven at the bound whose repair was asked for
+	InOrder       uint64                 `protobuf:"varint,1,opt,name=in_order,json=inOrder,proto3" json:"in_order,omitempty"` // released with no hole given up before them (after a wait or not)
+	Bound         uint64                 `protobuf:"varint,2,opt,name=bound,proto3" json:"bound,omitempty"`                    // released after a hole waited out the hold bound
+	Lost          uint64                 `protobuf:"varint,3,opt,name=lost,proto3" json:"lost,omitempty"`                      // released after a hole proven lost, before the bound
+	Skipped       uint64                 `protobuf:"varint,4,opt,name=skipped,proto3" json:"skipped,omitempty"`                // released early: the window was full or the sequence restarted
+	Late          uint64                 `protobuf:"varint,5,opt,name=late,proto3" json:"late,omitempty"`                      // came after their hole was given up: passed on out of order
+	Holes         uint64                 `protobuf:"varint,6,opt,name=holes,proto3" json:"holes,omitempty"`                    // seqs given up
+	Dropped       uint64                 `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`                // packets the tunnel device did not take
+	Held          int64                  `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`                      // waiting now
+	HoldUs        float64                `protobuf:"fixed64,9,opt,name=hold_us,json=holdUs,proto3" json:"hold_us,omitempty"`   // the hold bound now
+	BusyNs        uint64                 `protobuf:"varint,10,opt,name=busy_ns,json=busyNs,proto3" json:"busy_ns,omitempty"`   // CPU time spent moving packets, system calls included
+	Passed        uint64                 `protobuf:"varint,11,opt,name=passed,proto3" json:"passed,omitempty"`                 // pure ACKs passed on ahead of a hole, not held
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2084,13 +2083,6 @@ func (x *ResequencerStats) GetBusyNs() uint64 {
 func (x *ResequencerStats) GetPassed() uint64 {
 	if x != nil {
 		return x.Passed
-	}
-	return 0
-}
-
-func (x *ResequencerStats) GetTailAsks() uint64 {
-	if x != nil {
-		return x.TailAsks
 	}
 	return 0
 }
@@ -2329,7 +2321,7 @@ const file_agent_proto_rawDesc = "" +
 	"\amissing\x18\x06 \x01(\x04R\amissing\x12\x1e\n" +
 	"\vtap_busy_ns\x18\a \x01(\x04R\ttapBusyNs\x12\x17\n" +
 	"\await_us\x18\b \x01(\x01R\x06waitUs\x12\x1c\n" +
-	"\tcongested\x18\t \x01(\x04R\tcongested\"\xb0\x02\n" +
+	"\tcongested\x18\t \x01(\x04R\tcongested\"\x93\x02\n" +
 	"\x10ResequencerStats\x12\x19\n" +
 	"\bin_order\x18\x01 \x01(\x04R\ainOrder\x12\x14\n" +
 	"\x05bound\x18\x02 \x01(\x04R\x05bound\x12\x12\n" +
@@ -2342,8 +2334,7 @@ const file_agent_proto_rawDesc = "" +
 	"\ahold_us\x18\t \x01(\x01R\x06holdUs\x12\x17\n" +
 	"\abusy_ns\x18\n" +
 	" \x01(\x04R\x06busyNs\x12\x16\n" +
-	"\x06passed\x18\v \x01(\x04R\x06passed\x12\x1b\n" +
-	"\ttail_asks\x18\f \x01(\x04R\btailAsks\"\xa0\x02\n" +
+	"\x06passed\x18\v \x01(\x04R\x06passed\"\xa0\x02\n" +
 	"\x05Stats\x12/\n" +
 	"\atunnels\x18\x01 \x03(\v2\x15.plait.v1.TunnelStatsR\atunnels\x123\n" +
 	"\x06sender\x18\x02 \x03(\v2\x1b.plait.v1.Stats.SenderEntryR\x06sender\x129\n" +
