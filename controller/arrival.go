@@ -3,17 +3,13 @@ package controller
 import (
 	"math"
 	"slices"
-	"time"
-
-	"github.com/plait/plait/model"
 )
 
-// Evening the arrivals of the paths in use: edpf's delay correction, wrr's balance, and
-// probing the capacity of under-fed paths. The reasons: docs/controller.md#path-set.
+// Evening the arrivals of the paths in use: edpf's delay correction and wrr's balance.
+// The reasons: docs/controller.md#path-set.
 const (
 	corrGain     = 0.1   // delay correction per interval, of the lateness: seen a path delay late
 	corrMax      = 200e3 // µs: the most the correction moves a path's delay
-	probeUp      = 1.15  // an under-fed path's capacity grows by this per interval until it queues
 	minPackets   = 3     // a path with this many packets in a report carries traffic
 	balanceGain  = 0.5   // a late path over its own queue loses this share per second of lateness
 	balanceMax   = 0.3   // ... at most this much
@@ -51,53 +47,6 @@ func (o *optimizer) correct(ests []*pathEstimator) {
 	for i, e := range ests {
 		if o.set[i] && e.est.RxPackets >= minPackets {
 			o.corr[i] -= centre
-		}
-	}
-}
-
-// probe raises the capacity estimate of paths that carry packets yet have held no queue
-// through the flow's last round trip (at least standMin) while another path in use has
-// held one throughout, long enough for a busy stretch to measure it: the flow wants more
-// than the split gives them. A round trip, as each path shows the flow's window one path
-// delay late: as a window cut drains the queues, the shortest path shows it first. (While the queued
-// path is not measured yet, it may be the one estimated too high: a path whose capacity
-// fell queues, and the others then carry less than they could as well.) Only an
-// under-estimate needs this. A path estimated too high is fed
-// past its capacity, queues, and its busy stretch measures it exactly; one estimated too
-// low is fed below its capacity, never queues, and nothing it delivers says by how much
-// (a self-clocked flow leaves no gaps for probe trains, and pairs read on a link that
-// sends per TTI or a host that batches arrivals come out short: the lab's 1 ms TTI read a
-// 79 Mbit/s path as 23). Raised until it queues too, it is then measured. A path edpf
-// leaves idle (its delay is not worth it) is not under-fed. Under wrr only a path no busy
-// stretch has measured yet is raised: wrr feeds every path its capacity share, so among
-// measured paths fed exactly one queues a little more than the others by chance, and
-// raising the others overfed them (S1-4's four measured paths: 94 Mbit/s and 6
-// retransmissions before wrr probed, 70-76 and 1,300-2,200 with it).
-func (o *optimizer) probe(now time.Time, ests []*pathEstimator, mode model.Mode) {
-	w := make([]float64, len(ests))
-	for i := range ests {
-		if o.set[i] {
-			w[i] = capacity(ests, i)
-		}
-	}
-	win := standMin
-	if rtt := o.flowRTT(ests, w); rtt > 0 {
-		win = max(win, time.Duration(rtt)*time.Microsecond)
-	}
-	anyQueued := false
-	for i, e := range ests {
-		_, measured := e.busyRate()
-		anyQueued = anyQueued || (o.set[i] && e.est.Alive && measured && e.queued(now, win))
-	}
-	for i, e := range ests {
-		if o.set[i] && e.est.Alive && anyQueued && e.empty(now, win) && e.est.RxPackets >= minPackets &&
-			(mode != model.WRR || !e.busyKnown) {
-			o.starved[i]++
-			if o.starved[i] >= 2 {
-				e.raise(probeUp)
-			}
-		} else {
-			o.starved[i] = 0
 		}
 	}
 }

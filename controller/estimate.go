@@ -91,6 +91,7 @@ type pathEstimator struct {
 	pairs     []pairReport
 	deliv     []delivery // recent cumulative delivery, for busy-stretch capacity
 	busyKnown bool       // capacity measured over a busy stretch at least once
+	pulse     pulse      // the path's probe under wrr, while one runs
 	losses    []lossCount
 	// aliveSince is when the path last came back from being down.
 	aliveSince time.Time
@@ -100,6 +101,7 @@ type pathEstimator struct {
 	prevSent   time.Time // when the losses the previous report showed were sent
 	lastGap    time.Time // when the receiver last counted a packet of the path missing
 	lastBusy   time.Time // when the path last carried data over a queue that stood
+	held       float64   // the most the path has held queued, bytes: its buffer holds that much
 }
 
 // arrival is when a packet sent now would arrive, µs, and over how much queue: predicted
@@ -168,6 +170,9 @@ func (e *pathEstimator) update(o Observation) Estimate {
 	e.randomLoss(o, dRx, dLost, judged)
 	e.busyCapacity(o)
 	e.pairCapacity(o)
+	if e.pulse.stale(o.At) {
+		e.judge(o.At, false)
+	}
 	e.ahead(o)
 	e.prev, e.hasPrev = o, true
 	return e.est
@@ -293,6 +298,7 @@ func (e *pathEstimator) busy(o Observation, dRx uint64) {
 	est.Busy = dRx >= 2 && standing > level
 	if dRx > 0 && !math.IsNaN(standing) {
 		e.floors = append(e.floors, timed{o.At, standing})
+		e.held = max(e.held, standing*o.RxBps/8e6) // it drains at what it delivers
 	}
 	e.floors = slices.DeleteFunc(e.floors, func(s timed) bool { return o.At.Sub(s.at) > busyKeep })
 	if dRx >= 1 && standing > level {

@@ -443,25 +443,26 @@ func TestBulkSplitWaitsForTrains(t *testing.T) {
 // Under wrr a path whose capacity is read short (pairs, before any busy stretch) gets less
 // than it carries, so it never queues and no busy stretch measures it; while the others
 // queue, its estimate is raised until it is fed enough to queue too: within a second from
-// half its capacity. A path a busy stretch has measured keeps its estimate (wrr feeds
-// measured paths their share, and one of them queueing a little more than the rest is
-// chance); so do all while a queued path is not measured yet (its capacity may be the
-// one that changed, downwards), and paths that queue alike.
+// half its capacity. Not while the queued path is not measured yet, or its busy stretch
+// measures less than its estimate (its capacity may be the one that changed, downwards),
+// nor when the paths queue alike. (A measured path gets pulses: probe_test.go.)
 func TestUnderFedPathIsRaisedUnderWRR(t *testing.T) {
 	caps, delays := []float64{7e6, 7e6}, []float64{20e3, 20e3}
 	for _, c := range []struct {
-		name                         string
-		underFed, measured, pairRead bool
-		want                         float64 // path 1's share after 1 s, at least
+		name               string
+		underFed, measured bool
+		queuedEst          float64 // the queued path's estimate; its busy stretch measures 7 Mbit/s
+		want               float64 // path 1's share after 1 s, at least
 	}{
-		{"under-fed, read by pairs", true, true, true, 0.45},
-		{"under-fed, measured busy before", true, true, false, 1.0 / 3},
-		{"both queued", false, true, true, 1.0 / 3},
-		{"the queued path not measured yet", true, false, true, 1.0 / 3},
+		{"under-fed", true, true, 7e6, 0.45},
+		{"both queued", false, true, 7e6, 1.0 / 3},
+		{"the queued path not measured yet", true, false, 7e6, 1.0 / 3},
+		{"the queued path estimated above its busy stretch", true, true, 8.4e6, 3.5 / 11.9},
 	} {
 		ests := known(caps, delays, 14e6)
+		ests[0].est.Capacity = c.queuedEst
 		ests[1].est.Capacity = 3.5e6 // the path carries 7 Mbit/s; the estimate is short
-		ests[1].busyKnown = !c.pairRead
+		ests[1].busyKnown = false    // read by pairs
 		o := newOptimizer(2, t0)
 		var w []float64
 		for i := 0; i <= 10; i++ {
