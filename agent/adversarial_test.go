@@ -48,15 +48,9 @@ var (
 
 func newSiege(t *testing.T, cfg func(c *pb.TunnelConfig)) *siege {
 	t.Helper()
-	p := &pair{h1: nstest.New(t, "h1"), h2: nstest.New(t, "h2")}
+	p := linkPair(t, 2)
 	s := &siege{pair: p, macs: map[string][2]net.HardwareAddr{}}
-	for i := 1; i <= 2; i++ {
-		dev := fmt.Sprintf("eth%d", i)
-		nstest.Veth(t, p.h1, dev, p.h2, dev)
-		p.h1.Addr(dev, fmt.Sprintf("10.0.%d.1/24", i))
-		p.h2.Addr(dev, fmt.Sprintf("10.0.%d.2/24", i))
-		p.h1.Offloads(dev, false)
-		p.h2.Offloads(dev, false)
+	for _, dev := range []string{"eth1", "eth2"} {
 		s.macs[dev] = [2]net.HardwareAddr{mac(t, p.h1, dev), mac(t, p.h2, dev)}
 	}
 	// Were a forged packet handed to h2's stack, nothing else would stop it: no

@@ -14,7 +14,7 @@ import (
 // that is not h1's) is taken out of h1's split by the agent alone; the others stay.
 func TestLivenessTakesOutAPathThatNeverDelivers(t *testing.T) {
 	p := newPair(t, 3)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	if _, err := run(t, p.h1, func() (*pb.Tunnel, error) { return p.a1.Configure(ctx, tunnelConfig("1", "2", 3)) }); err != nil {
 		t.Fatal(err)
 	}
@@ -23,12 +23,7 @@ func TestLivenessTakesOutAPathThatNeverDelivers(t *testing.T) {
 	if _, err := run(t, p.h2, func() (*pb.Tunnel, error) { return p.a2.Configure(ctx, c) }); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.h1.Do(func() error { p.a1.RunLiveness(ctx); return nil })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	runLiveness(t, p.h1, p.a1)
 	start := time.Now()
 	for {
 		l, err := run(t, p.h1, func() (*pb.ListTunnelsResponse, error) { return p.a1.ListTunnels(ctx, &pb.Empty{}) })

@@ -84,16 +84,6 @@ func (p *natPair) natPorts(t *testing.T, from int) {
 	}
 }
 
-func runLiveness(t *testing.T, ns *nstest.NS, a *Agent) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ns.Do(func() error { a.RunLiveness(ctx); return nil })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
 // learnedPort waits up to wait for h2 to send p2's packets to a port the NAT gives
 // (from..from+100), learned, and returns it.
 func (p *natPair) learnedPort(t *testing.T, from uint32, wait time.Duration) uint32 {

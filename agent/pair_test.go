@@ -24,6 +24,16 @@ type pair struct {
 
 func newPair(t testing.TB, n int) *pair {
 	t.Helper()
+	p := linkPair(t, n)
+	p.pinDir = filepath.Join("/sys/fs/bpf/plait", filepath.Base(p.h1.Name))
+	p.a1 = p.start(t, p.h1, "h1")
+	p.a2 = p.start(t, p.h2, "h2")
+	return p
+}
+
+// linkPair makes the two hosts and their n links (ethI, 10.0.I.1 and .2), no agents yet.
+func linkPair(t testing.TB, n int) *pair {
+	t.Helper()
 	p := &pair{h1: nstest.New(t, "h1"), h2: nstest.New(t, "h2")}
 	for i := 1; i <= n; i++ {
 		dev := fmt.Sprintf("eth%d", i)
@@ -34,9 +44,6 @@ func newPair(t testing.TB, n int) *pair {
 		p.h1.Offloads(dev, false)
 		p.h2.Offloads(dev, false)
 	}
-	p.pinDir = filepath.Join("/sys/fs/bpf/plait", filepath.Base(p.h1.Name))
-	p.a1 = p.start(t, p.h1, "h1")
-	p.a2 = p.start(t, p.h2, "h2")
 	return p
 }
 
@@ -76,12 +83,18 @@ func restart(t *testing.T, ns *nstest.NS, pin, stateFile string) *Agent {
 	return a
 }
 
-func runSampler(t testing.TB, ns *nstest.NS, a *Agent) {
+func runSampler(t testing.TB, ns *nstest.NS, a *Agent) { background(t, ns, a.Run) }
+
+// runLiveness runs the agent's liveness loop inside its namespace until the test ends.
+func runLiveness(t testing.TB, ns *nstest.NS, a *Agent) { background(t, ns, a.RunLiveness) }
+
+// background runs loop on a thread inside ns until the test ends.
+func background(t testing.TB, ns *nstest.NS, loop func(context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ns.Do(func() error { a.Run(ctx); return nil })
+		ns.Do(func() error { loop(ctx); return nil })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }

@@ -53,6 +53,11 @@ type tapKey struct {
 	ipEncap      bool
 }
 
+// tapKey is the tap that keeps the tunnel's packets sent on path p.
+func (t *tunnel) tapKey(p *path) tapKey {
+	return tapKey{p.ifindex, p.mtu, uint16(t.cfg.Port), t.cfg.Encap == pb.Encap_ENCAP_IP}
+}
+
 type repairCounters struct {
 	asked, congested, resent, missing atomic.Uint64
 }
@@ -105,7 +110,7 @@ func (a *Agent) repair(t *tunnel) error {
 	want := map[tapKey]bool{}
 	for _, p := range t.paths {
 		if r.armed[id] {
-			want[tapKey{p.ifindex, p.mtu, uint16(t.cfg.Port), t.cfg.Encap == pb.Encap_ENCAP_IP}] = true
+			want[t.tapKey(p)] = true
 		}
 	}
 	taps := r.taps[id]
@@ -325,12 +330,11 @@ func (a *Agent) resend(id uint32, q request) {
 	if len(t.keys) > 0 {
 		key = &t.keys[0]
 	}
-	encap := t.cfg.Encap == pb.Encap_ENCAP_IP
 	a.rep.mu.Lock()
-	src := a.rep.taps[id][tapKey{from.ifindex, from.mtu, uint16(t.cfg.Port), encap}]
-	dst := a.rep.taps[id][tapKey{via.ifindex, via.mtu, uint16(t.cfg.Port), encap}]
+	src, dst := a.rep.taps[id][t.tapKey(from)], a.rep.taps[id][t.tapKey(&via)]
 	c := a.rep.counters(id)
-	if src == nil || dst == nil {
+	closed := src == nil || dst == nil
+	if closed {
 		c.missing.Add(uint64(q.count))
 		if !a.rep.armed[id] {
 			a.rep.armed[id] = true
@@ -339,7 +343,7 @@ func (a *Agent) resend(id uint32, q request) {
 	}
 	a.rep.mu.Unlock()
 	a.mu.Unlock()
-	if src == nil || dst == nil {
+	if closed {
 		return
 	}
 	buf := make([]byte, 0, src.frame)

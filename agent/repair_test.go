@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,11 +15,8 @@ import (
 func TestRepairTapsOpenOnFirstRequest(t *testing.T) {
 	p := newPair(t, 2)
 	p.configureBoth(t, 2, func(c *pb.TunnelConfig, end int) { c.PeerAddress, c.Repair = peerAddress(end), true })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { p.h1.Do(func() error { p.a1.RunLiveness(ctx); return nil }); done <- struct{}{} }()
-	go func() { p.h2.Do(func() error { p.a2.RunLiveness(ctx); return nil }); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	runLiveness(t, p.h1, p.a1)
+	runLiveness(t, p.h2, p.a2)
 	stats := func() (*pb.RepairStats, int) {
 		p.a1.mu.Lock()
 		t := p.a1.tunnels[7]
