@@ -81,6 +81,24 @@ type Drawn struct {
 	LossFree bool
 }
 
+// set puts resequence and repair ("" keeps the scenario's default) into the drawn
+// scenario's file and parses it again: the file, not the draw, is what runs.
+func (d *Drawn) set(resequence, repair string) error {
+	y := string(d.YAML)
+	if resequence != "" {
+		y += "resequence: " + resequence + "\n"
+	}
+	if repair != "" {
+		y += "repair: " + repair + "\n"
+	}
+	s, err := scenario.Parse([]byte(y))
+	if err != nil {
+		return fmt.Errorf("scenario %s with resequence %q, repair %q: %w", d.Name, resequence, repair, err)
+	}
+	d.YAML, d.Scenario = []byte(y), s
+	return nil
+}
+
 // Draw draws n scenarios of duration each. Scenario i comes from its own generator,
 // seeded by (seed, i): the first scenarios of a sweep are the same whatever n is, so a
 // short sweep is the start of a longer one.

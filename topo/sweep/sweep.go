@@ -32,6 +32,9 @@ type Options struct {
 	Command  string // how the sweep was called, for the report
 	Progress io.Writer
 	Stderr   io.Writer // the lab's errors, also kept in its log
+	// Resequence and Repair, when set, go into every drawn scenario's file (as a
+	// scenario's resequence and repair): the same draw measured with a mechanism on or off.
+	Resequence, Repair string
 
 	inherited bool // the lock came with the process (see Run)
 }
@@ -47,6 +50,11 @@ func Run(ctx context.Context, o Options) (string, error) {
 	drawn, err := Draw(o.Ranges, o.Seed, o.N, o.Duration)
 	if err != nil {
 		return "", err
+	}
+	for i := range drawn {
+		if err := drawn[i].set(o.Resequence, o.Repair); err != nil {
+			return "", err
+		}
 	}
 	if !o.DrawOnly && os.Geteuid() != 0 {
 		return "", errors.New("the lab needs root (network namespaces, eBPF, raw sockets): run the sweep with sudo")

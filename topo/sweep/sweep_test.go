@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -222,5 +224,34 @@ func TestLockLabWaits(t *testing.T) {
 	unlock()
 	if err := exec.Command("flock", "-n", path, "true").Run(); err != nil {
 		t.Errorf("lock not released: %v", err)
+	}
+}
+
+// A sweep's --resequence and --repair go into every scenario file it writes, so that a
+// scenario rerun from its file runs as it ran in the sweep; a bad value is refused
+// before anything is written.
+func TestSweepSetsMechanisms(t *testing.T) {
+	res := t.TempDir()
+	dir, err := Run(context.Background(), Options{Seed: 3, N: 2, Duration: 5 * time.Second, Ranges: Default,
+		Results: res, DrawOnly: true, Resequence: scenario.ResequenceAuto, Repair: scenario.ResequenceOff, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, "scenarios", fmt.Sprintf("sweep-3-%02d.yaml", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := scenario.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Resequence != scenario.ResequenceAuto || s.Repair != scenario.ResequenceOff {
+			t.Errorf("scenario %d: resequence %q repair %q, want auto and off", i, s.Resequence, s.Repair)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Seed: 3, N: 1, Duration: 5 * time.Second, Ranges: Default,
+		Results: t.TempDir(), DrawOnly: true, Resequence: "sometimes", Progress: io.Discard}); err == nil || !strings.Contains(err.Error(), "sometimes") {
+		t.Errorf("resequence sometimes: %v, want an error naming it", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/plait/plait/topo"
 	"github.com/plait/plait/topo/scenario"
@@ -55,8 +56,7 @@ func (f *labFlags) register(cmd *cobra.Command, run bool) {
 	fs.StringVar(&f.python, "python", topo.Python, "Python interpreter with Mininet")
 	fs.StringVar(&f.shape, "shape", "", "override the scenario's shape: parallel or split")
 	fs.StringVar(&f.encap, "encap", "", "override the scenario's encap: ip (no NAT on the paths) or udp (as through NAT)")
-	fs.StringVar(&f.reseq, "resequence", "", "override the scenario's resequence: auto (for the auto configuration only), on (every Plait configuration: the receiving hosts put the tunnel's packets in order) or off")
-	fs.StringVar(&f.repair, "repair", "", "override the scenario's repair: auto (for the auto configuration only), on (every Plait configuration: the hosts resend packets lost on a path) or off")
+	mechanismFlagVars(fs, &f.reseq, &f.repair)
 	fs.StringToIntVar(&f.tcp, "tcp", nil, "set the hosts' TCP knobs over traffic.tcp's, e.g. reordering=30,dsack=0 ("+strings.Join(scenario.TCPKnobNames(), ", ")+")")
 	if run {
 		fs.StringSliceVar(&f.compare, "compare", nil, "run only these configurations, e.g. rr,auto")
@@ -186,16 +186,13 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 		}
 		s.Encap = f.encap
 	}
+	if err := mechanismFlags(cmd, f.reseq, f.repair); err != nil {
+		return "", err
+	}
 	if f.reseq != "" {
-		if f.reseq != scenario.ResequenceAuto && f.reseq != scenario.ResequenceOn && f.reseq != scenario.ResequenceOff {
-			return "", usagef(cmd, "--resequence %q: use auto, on or off", f.reseq)
-		}
 		s.Resequence = f.reseq
 	}
 	if f.repair != "" {
-		if f.repair != scenario.ResequenceAuto && f.repair != scenario.ResequenceOn && f.repair != scenario.ResequenceOff {
-			return "", usagef(cmd, "--repair %q: use auto, on or off", f.repair)
-		}
 		s.Repair = f.repair
 	}
 	if s.Shape == scenario.ShapeSplit && slices.Contains(s.Compare, scenario.ConfigMPTCP) {
@@ -220,4 +217,21 @@ func runScenario(cmd *cobra.Command, verb string, s *scenario.Scenario, name str
 		return "", err
 	}
 	return plan.Out, nil
+}
+
+// mechanismFlagVars registers --resequence and --repair, which lab run and lab sweep
+// share.
+func mechanismFlagVars(fs *pflag.FlagSet, reseq, repair *string) {
+	fs.StringVar(reseq, "resequence", "", "override the scenario's resequence: auto (for the auto configuration only), on (every Plait configuration: the receiving hosts put the tunnel's packets in order) or off")
+	fs.StringVar(repair, "repair", "", "override the scenario's repair: auto (for the auto configuration only), on (every Plait configuration: the hosts resend packets lost on a path) or off")
+}
+
+// mechanismFlags checks --resequence and --repair ("" leaves the scenario's).
+func mechanismFlags(cmd *cobra.Command, reseq, repair string) error {
+	for _, f := range []struct{ name, v string }{{"resequence", reseq}, {"repair", repair}} {
+		if f.v != "" && f.v != scenario.ResequenceAuto && f.v != scenario.ResequenceOn && f.v != scenario.ResequenceOff {
+			return usagef(cmd, "--%s %q: use auto, on or off", f.name, f.v)
+		}
+	}
+	return nil
 }

@@ -20,6 +20,8 @@ func newLabSweepCmd() *cobra.Command {
 		results  string
 		python   string
 		drawOnly bool
+		reseq    string
+		repair   string
 	)
 	cmd := &cobra.Command{
 		Use:   "sweep",
@@ -35,6 +37,7 @@ on the machine go in between; do not start the sweep under flock(1). Any scenari
 reruns alone with plait lab run <sweep>/scenarios/<name>.yaml.`,
 		Example: `  plait lab sweep --n 20 --seed 1
   plait lab sweep --n 8 --seed 1 --duration 10s
+  plait lab sweep --n 20 --seed 1 --resequence auto
   plait lab sweep --n 20 --seed 1 --draw-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -45,8 +48,12 @@ reruns alone with plait lab run <sweep>/scenarios/<name>.yaml.`,
 			if err != nil || d <= 0 {
 				return usagef(cmd, "--duration %q: want a positive duration such as 20s", duration)
 			}
+			if err := mechanismFlags(cmd, reseq, repair); err != nil {
+				return err
+			}
 			_, err = sweep.Run(cmd.Context(), sweep.Options{
 				Seed: seed, N: n, Duration: d, Ranges: sweep.Default, Results: results, DrawOnly: drawOnly,
+				Resequence: reseq, Repair: repair,
 				Python: python, Command: commandLine(cmd), Progress: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 			})
 			return err
@@ -59,6 +66,7 @@ reruns alone with plait lab run <sweep>/scenarios/<name>.yaml.`,
 	fs.StringVar(&results, "results", "results", "folder for results/sweep-<seed>/<time>/")
 	fs.StringVar(&python, "python", topo.Python, "Python interpreter with Mininet")
 	fs.BoolVar(&drawOnly, "draw-only", false, "write the scenario files and run nothing")
+	mechanismFlagVars(fs, &reseq, &repair)
 	return cmd
 }
 
