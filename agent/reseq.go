@@ -83,9 +83,10 @@ func (a *Agent) renewResequencers() {
 		if t == nil {
 			continue
 		}
-		if h, paths, ok := a.stats.holdBound(id); ok {
-			run.rs.SetHold(h)
-			run.rs.SetPaths(paths)
+		if sp, ok := a.stats.spread(id); ok {
+			run.rs.SetHold(sp.holdBound())
+			run.rs.SetPaths(sp.paths)
+			run.rs.SetOffsets(sp.offsets())
 		}
 		run.rs.SetRepairWait(a.repairWait(t))
 		if err := a.leaseResequencer(t.slot, run.dev); err != nil {
@@ -103,25 +104,43 @@ func (a *Agent) renewResequencers() {
 // them cover the tail, as in TCP's RTO). It errs long: a hole
 // that is lost is mostly proven so before the bound, while a packet released before its
 // hole fills costs TCP a spurious recovery.
-// paths are those paths (bit i: path i), the ones a hole may still be on: data or the
+// The resequencer takes sp.paths for the paths a hole may still be on: data or the
 // agent's probes, which keep an idle path measured, came by them. Not only the paths
 // that carried data: a flow that starts, or a split that turns to a path, puts the next
 // packets on paths that carried none, and a path the split leaves idle only makes holes
-// wait their bound. Not ok until some path has delay samples.
-func (s *sampler) holdBound(id uint32) (hold int64, paths uint32, ok bool) {
-	sp, ok := s.spread(id)
-	if !ok {
-		return 0, 0, false
+// wait their bound.
+func (sp *pathSpread) holdBound() int64 {
+	return int64(max(sp.hi-sp.lo, sp.late) + 4*sp.jitter)
+}
+
+// offsets are how long the resequencer holds each path's packets at least: by how
+// much its base one-way delay is below the highest of the paths that carried data in
+// the last second. Base delays, not smoothed ones: what queues add stays visible to
+// TCP's delay-based estimators, and reaches it in order, which the resequencer sees
+// to. A path left idle (the light load mode's single fastest path, probes elsewhere)
+// adds nothing: only the paths a flow is spread over are equalised.
+func (sp *pathSpread) offsets() (off [wire.MaxPaths]int64) {
+	top := math.Inf(-1)
+	for i, b := range sp.base {
+		if sp.data&(1<<i) != 0 {
+			top = max(top, b)
+		}
 	}
-	return int64(max(sp.hi-sp.lo, sp.late) + 4*sp.jitter), sp.paths, true
+	for i, b := range sp.base {
+		if sp.data&(1<<i) != 0 {
+			off[i] = int64(top - b)
+		}
+	}
+	return off
 }
 
 // pathSpread is what the paths heard from in the last second (paths, bit i: path i)
 // measured: their smoothed one-way delays (owd), the lowest and highest of them, the
-// largest jitter, and the latest a reordered packet came over the agent's window.
+// largest jitter, and the latest a reordered packet came over the agent's window; and
+// which of them carried data (data), with their base one-way delays over that window.
 type pathSpread struct {
-	owd                  [wire.MaxPaths]float64
-	paths                uint32
+	owd, base            [wire.MaxPaths]float64
+	paths, data          uint32
 	lo, hi, jitter, late float64
 }
 
@@ -151,6 +170,15 @@ func (s *sampler) spread(id uint32) (sp pathSpread, ok bool) {
 		}
 		sp.paths |= 1 << i
 		sp.owd[i] = p.OwdEwmaNs
+		sp.base[i] = math.Inf(1)
+		for j := range h.len() {
+			if r := &h.at(j).rx.Paths[i]; r.HasMin {
+				sp.base[i] = min(sp.base[i], float64(r.OwdMinNs))
+			}
+		}
+		if p.Packets > first.rx.Paths[i].Packets && !math.IsInf(sp.base[i], 1) {
+			sp.data |= 1 << i
+		}
 		sp.lo = min(sp.lo, p.OwdEwmaNs)
 		sp.hi = max(sp.hi, p.OwdEwmaNs)
 		sp.jitter = max(sp.jitter, p.JitterNs)

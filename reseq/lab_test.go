@@ -63,8 +63,9 @@ func switchLate(t *testing.T, lab *labnet.Lab) uint64 {
 // One TCP flow striped 1:1 over a 1 ms and a 25 ms path (the lab's embedded switches),
 // paced below the paths' capacity so that no queue overflows: with the receiver
 // resequencing, every segment reaches TCP in order (the receiver queues none out of
-// order) and the sender retransmits nothing; without, the skew reorders the flow and
-// the sender retransmits segments that were never lost.
+// order) and as late as the slow path's (TCP's least round trip is the slow path's), and
+// the sender retransmits nothing; without, the skew reorders the flow and the sender
+// retransmits segments that were never lost.
 //
 // The premise is the paths as configured. On an overloaded machine the switches' link
 // goroutines are descheduled at times and send packets late (they count those more than
@@ -92,26 +93,50 @@ func TestSkewReachesTCPInOrder(t *testing.T) {
 		lateMax      time.Duration // the receiver's, over the flow
 		switchLate   uint64        // packets the switches sent more than 5 ms late
 		reseq        *pb.ResequencerStats
+		minRTT       time.Duration // the sender's least round trip
+		pingMin      time.Duration // the least round trip of pings spread over both paths
 	}
 	flow := func(on bool) result {
 		lab.SetResequence(on)
 		lab.H2.Start("iperf3", "-s", "-1")
 		time.Sleep(300 * time.Millisecond)
 		rx, tx, late := mib(t, lab.H2), mib(t, lab.H1), switchLate(t, lab)
-		lab.H1.Run("iperf3", "-c", "10.99.0.2", "-t", "4", "-b", "6M", "-C", "cubic")
+		out := lab.H1.Run("iperf3", "-c", "10.99.0.2", "-t", "4", "-b", "6M", "-C", "cubic", "-J")
+		var res struct {
+			End struct {
+				Streams []struct {
+					Sender struct {
+						MinRTT int64 `json:"min_rtt"` // µs
+					} `json:"sender"`
+				} `json:"streams"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.End.Streams) != 1 {
+			t.Fatalf("iperf3 -J: %v\n%s", err, out)
+		}
 		rx2, tx2 := mib(t, lab.H2), mib(t, lab.H1)
+		// Spaced pings, each of which finds nothing before it in flight: one on the fast
+		// path reaches the other end in 1 ms unless it waits its path's offset.
+		ping := lab.H1.Run("ping", "-c", "20", "-i", "0.05", "-q", "10.99.0.2")
+		var pmin float64
+		if i := strings.Index(ping, " = "); i < 0 {
+			t.Fatalf("ping: no summary\n%s", ping)
+		} else if pmin, err = strconv.ParseFloat(strings.Split(ping[i+3:], "/")[0], 64); err != nil {
+			t.Fatalf("ping: %v\n%s", err, ping)
+		}
 		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{IntervalMs: 5000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := result{ofo: rx2["TcpExt:TCPOFOQueue"] - rx["TcpExt:TCPOFOQueue"], retrans: tx2["Tcp:RetransSegs"] - tx["Tcp:RetransSegs"],
 			probes:  tx2["TcpExt:TCPLossProbes"] - tx["TcpExt:TCPLossProbes"],
-			lateMax: time.Duration(st.Tunnels[0].Reorder.LateTimeMaxUs * 1e3), switchLate: switchLate(t, lab) - late, reseq: st.Tunnels[0].Resequencer}
+			lateMax: time.Duration(st.Tunnels[0].Reorder.LateTimeMaxUs * 1e3), switchLate: switchLate(t, lab) - late, reseq: st.Tunnels[0].Resequencer,
+			minRTT: time.Duration(res.End.Streams[0].Sender.MinRTT) * time.Microsecond, pingMin: time.Duration(pmin * 1e6)}
 		undone := func(m map[string]int64) int64 {
 			return m["TcpExt:TCPDSACKUndo"] + m["TcpExt:TCPLossUndo"] + m["TcpExt:TCPFullUndo"] + m["TcpExt:TCPPartialUndo"]
 		}
-		t.Logf("resequencing %v: receiver queued %d segments out of order; sender retransmitted %d (loss probes %d, recoveries undone %d, DSACKs %d); packets up to %v late on the paths, %d sent >5 ms late by the switches; resequencer %v",
-			on, r.ofo, r.retrans, r.probes, undone(tx2)-undone(tx), tx2["TcpExt:TCPDSACKRecv"]-tx["TcpExt:TCPDSACKRecv"], r.lateMax.Round(time.Millisecond), r.switchLate, r.reseq)
+		t.Logf("resequencing %v: least RTT %v (pings %v); receiver queued %d segments out of order; sender retransmitted %d (loss probes %d, recoveries undone %d, DSACKs %d); packets up to %v late on the paths, %d sent >5 ms late by the switches; resequencer %v",
+			on, r.minRTT, r.pingMin, r.ofo, r.retrans, r.probes, undone(tx2)-undone(tx), tx2["TcpExt:TCPDSACKRecv"]-tx["TcpExt:TCPDSACKRecv"], r.lateMax.Round(time.Millisecond), r.switchLate, r.reseq)
 		return r
 	}
 	if off := flow(false); off.ofo == 0 || off.retrans == 0 {
@@ -123,6 +148,11 @@ func TestSkewReachesTCPInOrder(t *testing.T) {
 		// take), not a reaction to reordering: it is counted apart. Any other
 		// retransmission fails.
 		on := flow(true)
+		// The fast path's packets wait its offset: every round trip is at least the
+		// slow path's one way (25 ms), not the fast path's.
+		if on.minRTT < 24*time.Millisecond || on.pingMin < 24*time.Millisecond {
+			t.Errorf("with resequencing TCP's least round trip was %v, the pings' %v: the fast path's packets went on without waiting for the slow path's delay (25 ms)", on.minRTT, on.pingMin)
+		}
 		if on.ofo == 0 && on.retrans <= on.probes {
 			return
 		}

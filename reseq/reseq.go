@@ -12,11 +12,14 @@
 // at once when it is proven lost: every path in use has delivered a higher seq, and paths
 // keep their own order, so no path can still bring it. With repair on (SetRepairWait), a
 // hole proven lost waits instead for the sender's repair of it while the agent has asked
-// for repairs (ExpectRepairs), as long as a repair has been measured to take. Docs:
+// for repairs (ExpectRepairs), as long as a repair has been measured to take. A packet
+// from a path faster than the slowest data path waits the difference (SetOffsets), so
+// that the stack sees one path's delay. Docs:
 // docs/datapath.md.
 package reseq
 
 import (
+	"math"
 	"sync/atomic"
 
 	"github.com/plait/plait/wire"
@@ -57,6 +60,7 @@ type slot struct {
 	present bool
 	sent    bool // a pure ACK passed on ahead of its turn: nothing to release
 	frame   []byte
+	due     int64 // not released before (ns): its arrival plus its path's offset
 	// A hole given up while its repair was on its way: its seq and first sighting, so
 	// that a repair that comes after all still teaches how long repairs take.
 	lostSeq uint32
@@ -99,7 +103,10 @@ type Buffer struct {
 	stepSeq uint32
 	quiet   int
 	inUse   atomic.Uint32 // bit i: path i carries data
-	proofAt int64         // when the hole at next was first proven lost (0: not)
+	// offset[i] is how long a packet that came by path i waits at least (ns): as much as
+	// its path is faster than the slowest path carrying data (SetOffsets).
+	offset  [wire.MaxPaths]atomic.Int64
+	proofAt int64 // when the hole at next was first proven lost (0: not)
 	started bool
 	next    uint32 // the seq released next
 	held    int
@@ -156,6 +163,20 @@ func (b *Buffer) RepairWait() int64 {
 	return min(max(w, MinHold), MaxHold)
 }
 
+// SetOffsets sets how long a packet that came by each path waits at least (ns, at
+// most MaxHold), whether or not a hole is before it: with each path's offset the
+// difference between the slowest data path's base delay and its own, every packet
+// reaches the stack as late as the slowest path's, and TCP sees the paths as one. Its
+// estimators assume one path: BBR takes the least round trip it sees for the pipe's,
+// cubic's HyStart ends slow start when a round's least sample rises above it, and a
+// fast path's packets let through in order make both read the fastest path's delay.
+// Pure ACKs and repairs do not wait.
+func (b *Buffer) SetOffsets(off [wire.MaxPaths]int64) {
+	for i, o := range off {
+		b.offset[i].Store(min(max(o, 0), MaxHold))
+	}
+}
+
 // SetPaths says which paths carry the tunnel's data (bit i: path i); a hole is proven
 // lost only once each of them has delivered beyond it. A path the split stopped feeding
 // only costs holes their bound until it leaves the set; a path left out of it that still
@@ -202,9 +223,13 @@ func diff(a, b uint32) int32 { return int32(a - b) }
 // later one.
 func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	repair := path&wire.PathRepair != 0
+	due := now
 	if !repair {
 		// A repair says nothing of the path it took: it left later, out of its order.
 		b.seen(seq, path, now)
+		if o := b.offset[path%wire.MaxPaths].Load(); o > 0 && !pureACK(frame) {
+			due += o
+		}
 	}
 	if !b.started {
 		b.started, b.next, b.maxSeq = true, seq, seq-1
@@ -249,18 +274,21 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 		}
 		b.emit(frame)
 		return
-	case d == 0:
+	case d == 0 && due <= now:
 		if b.held > 0 && !repair {
 			b.filled(b.rises[b.rHead].at, now)
 		}
 		b.release(frame, &b.C.InOrder)
-		b.drain(&b.C.InOrder)
+		b.drain(&b.C.InOrder, now)
 	default:
 		s := &b.slots[seq%Window]
 		if s.present { // a duplicate of a packet still held
 			return
 		}
-		s.present = true
+		if d == 0 && b.held > 0 && !repair {
+			b.filled(b.rises[b.rHead].at, now)
+		}
+		s.present, s.due = true, due
 		if pureACK(frame) {
 			// An ACK that overtakes others costs TCP nothing (the older ones are then
 			// ignored), and holding it would add the paths' skew to the round trip of
@@ -306,11 +334,11 @@ func (b *Buffer) advance() {
 
 func (b *Buffer) popRise() { b.rHead, b.rN = (b.rHead+1)%Window, b.rN-1 }
 
-// drain releases the held packets that follow next without a hole.
-func (b *Buffer) drain(class *atomic.Uint64) {
+// drain releases the held packets that follow next without a hole and are due by now.
+func (b *Buffer) drain(class *atomic.Uint64, now int64) {
 	for b.held > 0 {
 		s := &b.slots[b.next%Window]
-		if !s.present {
+		if !s.present || (!s.sent && s.due > now) {
 			return
 		}
 		s.present = false
@@ -326,8 +354,9 @@ func (b *Buffer) drain(class *atomic.Uint64) {
 	}
 }
 
-// skip gives up the hole at next, and releases what follows it as class.
-func (b *Buffer) skip(class *atomic.Uint64) {
+// skip gives up the hole at next, and releases what follows it as class, as far as it
+// is due by now.
+func (b *Buffer) skip(class *atomic.Uint64, now int64) {
 	b.proofAt = 0
 	waited := class == &b.C.Lost && b.RepairWait() > 0 && b.rN > 0
 	for !b.slots[b.next%Window].present {
@@ -345,19 +374,26 @@ func (b *Buffer) skip(class *atomic.Uint64) {
 	for b.rN > 0 && diff(b.rises[b.rHead].seq, b.next) < 0 {
 		b.popRise()
 	}
-	b.drain(class)
+	b.drain(class, now)
 }
 
+// giveUpAll releases everything held, due or not.
 func (b *Buffer) giveUpAll(class *atomic.Uint64) {
 	for b.held > 0 {
-		b.skip(class)
+		b.skip(class, math.MaxInt64)
 	}
 }
 
-// Deadline is when the hole at next is given up at the latest (ns), or 0 when nothing
-// is held.
+// Deadline is when the packet at next is due or the hole at next is given up at the
+// latest (ns), or 0 when nothing is held.
 func (b *Buffer) Deadline() int64 {
-	if b.held == 0 || b.rN == 0 {
+	if b.held == 0 {
+		return 0
+	}
+	if s := &b.slots[b.next%Window]; s.present {
+		return s.due
+	}
+	if b.rN == 0 {
 		return 0
 	}
 	d, _ := b.deadline()
@@ -391,9 +427,17 @@ func (b *Buffer) deadline() (int64, *atomic.Uint64) {
 	return bound, &b.C.Bound
 }
 
-// Expire gives up the holes that waited out the bound or are proven lost by now.
+// Expire releases the packets due by now and gives up the holes that waited out the
+// bound or are proven lost by now.
 func (b *Buffer) Expire(now int64) {
 	for b.held > 0 {
+		if s := &b.slots[b.next%Window]; s.present {
+			if !s.sent && s.due > now {
+				return
+			}
+			b.drain(&b.C.InOrder, now)
+			continue
+		}
 		if !b.provenLost() {
 			b.proofAt = 0
 		} else if b.proofAt == 0 {
@@ -403,7 +447,7 @@ func (b *Buffer) Expire(now int64) {
 		if now < d {
 			return
 		}
-		b.skip(class)
+		b.skip(class, now)
 	}
 }
 

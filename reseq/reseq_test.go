@@ -3,6 +3,8 @@ package reseq
 import (
 	"slices"
 	"testing"
+
+	"github.com/plait/plait/wire"
 )
 
 // feed pushes packets (seq, path) at given times (ms) and expires after each, as Run does
@@ -146,5 +148,66 @@ func TestPureACKPasses(t *testing.T) {
 	}
 	if b.C.Passed.Load() != 1 || b.held != 0 || b.next != 5 {
 		t.Errorf("passed %d, held %d, next %d; want 1, 0, 5", b.C.Passed.Load(), b.held, b.next)
+	}
+}
+
+// With offsets, a packet from a fast path waits its path's offset even when nothing is
+// missing before it, so every packet reaches the stack as late as the slowest path's;
+// later packets wait behind it, and packets from the slow path (offset 0) that are next
+// go at once. Repairs do not wait, and a sequence jump flushes what waits.
+func TestOffsetsEqualiseDelays(t *testing.T) {
+	f := newFeed(50, 0b11)
+	f.b.SetOffsets([wire.MaxPaths]int64{40e6}) // path 0 is 40 ms faster than path 1
+	f.push(0, 1, 0)
+	if d := f.b.Deadline(); len(f.out) != 0 || d != 40e6 {
+		t.Fatalf("released %v, deadline %d at once; want nothing, 40 ms", f.out, d)
+	}
+	f.push(10, 2, 0)
+	f.expire(39)
+	if len(f.out) != 0 {
+		t.Fatalf("released %v before the offset", f.out)
+	}
+	f.expire(40)
+	if want := []uint32{1}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v at 40 ms, want %v", f.out, want)
+	}
+	f.push(42, 3, 1) // the slow path's next waits behind seq 2 (due at 50 ms)
+	f.expire(49)
+	if len(f.out) != 1 {
+		t.Fatalf("released %v before seq 2 was due", f.out)
+	}
+	f.expire(50)
+	f.push(60, 4, 1)
+	f.push(61, 5, 0|wire.PathRepair)
+	if want := []uint32{1, 2, 3, 4, 5}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	if c := &f.b.C; c.InOrder.Load() != 5 || c.Holes.Load() != 0 || f.b.held != 0 {
+		t.Errorf("in order %d, holes %d, held %d; want 5, 0, 0", c.InOrder.Load(), c.Holes.Load(), f.b.held)
+	}
+	f.push(70, 6, 0)
+	f.push(71, 6+2*Window, 1)
+	if want := []uint32{1, 2, 3, 4, 5, 6, 6}; !slices.Equal(f.out, want) {
+		t.Errorf("released %v after a jump, want %v", f.out, want)
+	}
+}
+
+// A hole behind packets that wait their offset is still given up at its bound, and
+// what follows it is released only when due.
+func TestOffsetsAndHoles(t *testing.T) {
+	f := newFeed(10, 0b11)
+	f.b.SetOffsets([wire.MaxPaths]int64{30e6})
+	f.push(0, 1, 1)
+	f.push(1, 3, 0) // seq 2 missing; 3 due at 31 ms
+	f.expire(11)
+	if want := []uint32{1}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v at the bound, want %v", f.out, want)
+	}
+	if d := f.b.Deadline(); d != 31e6 || f.b.C.Holes.Load() != 1 {
+		t.Fatalf("deadline %d, holes %d; want 31 ms, 1", d, f.b.C.Holes.Load())
+	}
+	f.expire(31)
+	if want := []uint32{1, 3}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
 	}
 }
