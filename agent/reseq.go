@@ -85,7 +85,7 @@ func (a *Agent) renewResequencers() {
 		}
 		if sp, ok := a.stats.spread(id); ok {
 			run.rs.SetHold(sp.holdBound())
-			run.rs.SetPaths(sp.paths)
+			run.rs.SetPaths(sp.proofPaths())
 			run.rs.SetOffsets(sp.offsets())
 		}
 		run.rs.SetRepairWait(a.repairWait(t))
@@ -104,11 +104,6 @@ func (a *Agent) renewResequencers() {
 // them cover the tail, as in TCP's RTO). It errs long: a hole
 // that is lost is mostly proven so before the bound, while a packet released before its
 // hole fills costs TCP a spurious recovery.
-// The resequencer takes sp.paths for the paths a hole may still be on: data or the
-// agent's probes, which keep an idle path measured, came by them. Not only the paths
-// that carried data: a flow that starts, or a split that turns to a path, puts the next
-// packets on paths that carried none, and a path the split leaves idle only makes holes
-// wait their bound.
 func (sp *pathSpread) holdBound() int64 {
 	return int64(max(sp.hi-sp.lo, sp.late) + 4*sp.jitter)
 }
@@ -137,11 +132,29 @@ func (sp *pathSpread) offsets() (off [wire.MaxPaths]int64) {
 // pathSpread is what the paths heard from in the last second (paths, bit i: path i)
 // measured: their smoothed one-way delays (owd), the lowest and highest of them, the
 // largest jitter, and the latest a reordered packet came over the agent's window; and
-// which of them carried data (data), with their base one-way delays over that window.
+// which of them carried data (data), with their base one-way delays over that window;
+// and whether the tunnel carried data a second ago already (steady).
 type pathSpread struct {
 	owd, base            [wire.MaxPaths]float64
 	paths, data          uint32
+	steady               bool
 	lo, hi, jitter, late float64
+}
+
+// proofPaths are the paths a hole may still be on (bit i: path i), which must all have
+// delivered beyond it before it is proven lost. While a flow starts, every path heard
+// from (data or the agent's probes): the flow's first packets go to paths that carried
+// none yet, and a slow one's first arrives last. Once the tunnel has carried data for a
+// second, the paths that carried some in it: a path the split leaves idle delivers no
+// seq (its probes carry none), and counting it would make every hole wait out the bound
+// (on three BBR flows whose split left their fastest path idle, 1221 holes of 1468 each
+// waited 200 ms). A split that turns to an idle path may then have a hole given up that
+// the path's first packet fills late, once.
+func (sp *pathSpread) proofPaths() uint32 {
+	if sp.steady && sp.data != 0 {
+		return sp.data
+	}
+	return sp.paths
 }
 
 // spread reads the tunnel's pathSpread; not ok until some path has delay samples.
@@ -153,12 +166,21 @@ func (s *sampler) spread(id uint32) (sp pathSpread, ok bool) {
 		return sp, false
 	}
 	last := h.at(h.len() - 1)
-	first := h.at(0)
+	fi := 0
 	for i := h.len() - 1; i >= 0; i-- {
 		if last.mono-h.at(i).mono >= uint64(time.Second) {
-			first = h.at(i)
+			fi = i
 			break
 		}
+	}
+	first := h.at(fi)
+	if fi > 0 {
+		var before, at uint64
+		for i := range first.rx.Paths {
+			before += h.at(fi - 1).rx.Paths[i].Packets
+			at += first.rx.Paths[i].Packets
+		}
+		sp.steady = at > before
 	}
 	for i := range h.len() {
 		sp.late = max(sp.late, float64(h.at(i).rx.LateNsMax))

@@ -164,3 +164,49 @@ func TestSkewReachesTCPInOrder(t *testing.T) {
 		}
 	}
 }
+
+// One paced TCP flow striped 1:1 over a 4 ms path and an 8 ms path that loses 1 % of
+// its packets towards the receiver, beside a 30 ms path the split leaves idle (the
+// agents probe it). Once the flow runs, a hole is proven lost as soon as both data paths
+// have delivered beyond it: the idle path brings no seq, so waiting for it to would make
+// every hole wait out the hold bound.
+func TestIdlePathDoesNotHoldHoles(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	paths := []labnet.Path{{Name: "clean", Rate: "10mbit", Delay: "4ms"}, {Name: "lossy", Rate: "10mbit", Delay: "8ms"}, {Name: "idle", Rate: "10mbit", Delay: "30ms"}}
+	lab := labnet.New(t, bin, paths, labnet.Options{Weights: []float64{1, 1, 0}, Resequence: true})
+	lab.Net.Run(bin, append(lab.TLSArgs("controller"), "link", "set", "--switch", lab.SwitchAddr(2), "--port", "2", "--loss", "1")...)
+	stop := lab.StartController("wrr", []float64{1, 1, 0})
+	defer stop()
+	// Not every path gets a capacity estimate (one carries only probes): the probes
+	// need only time to give each path its delay.
+	time.Sleep(2 * time.Second)
+	h2, conn, err := agent.Dial(lab.Sock2, sockrpc.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reseqStats := func() *pb.ResequencerStats {
+		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{IntervalMs: 1000})
+		if err != nil || st.Tunnels[0].Resequencer == nil {
+			t.Fatalf("stats: %v %v", err, st)
+		}
+		return st.Tunnels[0].Resequencer
+	}
+	lab.H2.Start("iperf3", "-s", "-1")
+	time.Sleep(300 * time.Millisecond)
+	cmd, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", "7", "-b", "6M", "-C", "cubic")
+	// The flow's first two seconds are its start, when every path heard from counts.
+	time.Sleep(2500 * time.Millisecond)
+	from := reseqStats()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, out())
+	}
+	to := reseqStats()
+	lost, bound := to.Lost-from.Lost, to.Bound-from.Bound
+	t.Logf("after the start: %d holes proven lost, %d waited out the bound (hold %.0f ms); resequencer %v", lost, bound, to.HoldUs/1e3, to)
+	if lost < 5 || bound*4 > lost {
+		t.Errorf("%d holes proven lost and %d given up at the bound: the idle path kept the losses on the lossy path waiting", lost, bound)
+	}
+}
