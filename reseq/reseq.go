@@ -13,7 +13,7 @@
 // keep their own order, so no path can still bring it. With repair on (SetRepairWait), a
 // hole proven lost waits instead for the sender's repair of it while the agent has asked
 // for repairs (ExpectRepairs), as long as a repair has been measured to take. A packet
-// from a path faster than the slowest data path waits the difference (SetOffsets), so
+// from a path faster than the slowest path in use waits the difference (SetOffsets), so
 // that the stack sees one path's delay. Docs:
 // docs/datapath.md.
 package reseq
@@ -104,7 +104,7 @@ type Buffer struct {
 	quiet   int
 	inUse   atomic.Uint32 // bit i: path i carries data
 	// offset[i] is how long a packet that came by path i waits at least (ns): as much as
-	// its path is faster than the slowest path carrying data (SetOffsets).
+	// its path is faster than the slowest path in use (SetOffsets).
 	offset  [wire.MaxPaths]atomic.Int64
 	proofAt int64 // when the hole at next was first proven lost (0: not)
 	started bool
@@ -165,7 +165,7 @@ func (b *Buffer) RepairWait() int64 {
 
 // SetOffsets sets how long a packet that came by each path waits at least (ns, at
 // most MaxHold), whether or not a hole is before it: with each path's offset the
-// difference between the slowest data path's base delay and its own, every packet
+// difference between the slowest path's base delay and its own, every packet
 // reaches the stack as late as the slowest path's, and TCP sees the paths as one. Its
 // estimators assume one path: BBR takes the least round trip it sees for the pipe's,
 // cubic's HyStart ends slow start when a round's least sample rises above it, and a
