@@ -197,12 +197,7 @@ func (s *sampler) spread(id uint32) (sp pathSpread, ok bool) {
 		}
 		sp.paths |= 1 << i
 		sp.owd[i] = p.OwdEwmaNs
-		sp.base[i] = math.Inf(1)
-		for j := range h.len() {
-			if r := &h.at(j).rx.Paths[i]; r.HasMin {
-				sp.base[i] = min(sp.base[i], float64(r.OwdMinNs))
-			}
-		}
+		sp.base[i], _ = h.base(i) // +Inf before any sample
 		if p.Packets > first.rx.Paths[i].Packets {
 			sp.data |= 1 << i
 		}

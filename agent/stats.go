@@ -47,6 +47,18 @@ func (h *history) add(s snapshot, capacity int) {
 func (h *history) len() int           { return len(h.snaps) }
 func (h *history) at(i int) *snapshot { return &h.snaps[(h.start+i)%len(h.snaps)] }
 
+// base is path i's base one-way delay (ns): the least the receiver measured over the
+// window the history holds; not ok before any.
+func (h *history) base(i int) (ns float64, ok bool) {
+	ns = math.Inf(1)
+	for j := range h.len() {
+		if r := &h.at(j).rx.Paths[i]; r.HasMin {
+			ns, ok = min(ns, float64(r.OwdMinNs)), true
+		}
+	}
+	return ns, ok
+}
+
 type sampler struct {
 	a *Agent
 
@@ -211,15 +223,12 @@ func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration) *pb.T
 		if lr.LastRxNs > 0 && now > lr.LastRxNs {
 			ps.LastRxAgeMs = float64(now-lr.LastRxNs) / 1e6
 		}
-		for j := 0; j < h.len(); j++ {
-			r := &h.at(j).rx.Paths[i]
-			if !r.HasMin {
-				continue
-			}
-			owd := float64(r.OwdMinNs) / 1e3
-			ps.OwdBaseUs = nanMin(ps.OwdBaseUs, owd)
-			if j > first {
-				ps.OwdMinUs = nanMin(ps.OwdMinUs, owd)
+		if b, ok := h.base(i); ok {
+			ps.OwdBaseUs = b / 1e3
+		}
+		for j := first + 1; j < h.len(); j++ {
+			if r := &h.at(j).rx.Paths[i]; r.HasMin {
+				ps.OwdMinUs = nanMin(ps.OwdMinUs, float64(r.OwdMinNs)/1e3)
 				ps.MaxQdepth = max(ps.MaxQdepth, r.QdepthMax)
 			}
 		}

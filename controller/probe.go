@@ -147,15 +147,7 @@ func (e *pathEstimator) judge(now time.Time, keep bool) (ended, carried bool) {
 	for _, q := range e.queues {
 		queued = queued || q.at.After(arrive) && q.v > e.est.busyQueue()
 	}
-	var first, last delivery
-	for _, d := range e.deliv {
-		if d.at.After(arrive) {
-			if first.at.IsZero() {
-				first = d
-			}
-			last = d
-		}
-	}
+	first, last := e.deliveredOver(func(at time.Time) bool { return at.After(arrive) })
 	span := last.at.Sub(first.at)
 	if keep && !queued && span < standMin && !p.stale(now) {
 		return false, false
@@ -189,15 +181,20 @@ func (e *pathEstimator) delay() float64 {
 // behind another path's queue, or cut) says nothing of its capacity when raised: the
 // flow has no more to give it.
 func (e *pathEstimator) carries(now time.Time, win time.Duration) bool {
-	var first, last delivery
+	first, last := e.deliveredOver(func(at time.Time) bool { return now.Sub(at) <= win })
+	span := last.at.Sub(first.at)
+	return span > 0 && float64(sub(last.bytes, first.bytes))*8/span.Seconds() >= (1-agreeTol)*e.est.Capacity
+}
+
+// deliveredOver is the first and the last of the path's recent deliveries that in takes.
+func (e *pathEstimator) deliveredOver(in func(at time.Time) bool) (first, last delivery) {
 	for _, d := range e.deliv {
-		if now.Sub(d.at) <= win {
+		if in(d.at) {
 			if first.at.IsZero() {
 				first = d
 			}
 			last = d
 		}
 	}
-	span := last.at.Sub(first.at)
-	return span > 0 && float64(sub(last.bytes, first.bytes))*8/span.Seconds() >= (1-agreeTol)*e.est.Capacity
+	return first, last
 }
