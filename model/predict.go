@@ -137,15 +137,26 @@ func fixedSplit(paths []Path, w []float64, mode Mode, tcp TCP) lanes {
 		}
 	}
 	dr := reverseDelay(paths, l.idx, tcp)
+	var dmax float64
+	for _, i := range l.idx {
+		dmax = max(dmax, paths[i].Delay.Seconds())
+	}
 	l.capacity = math.Inf(1)
 	want := math.Inf(1) // the capacity the weights ask for
 	for _, i := range l.idx {
 		p := paths[i]
 		f := sent[i] / total
 		l.f = append(l.f, f)
-		l.rtt = append(l.rtt, p.Delay.Seconds()+dr)
 		l.lead = append(l.lead, 0)
-		l.jitter = append(l.jitter, p.Jitter.Seconds())
+		if tcp.Resequenced {
+			// The resequencer holds a faster path's packets to the slowest path's delay, and
+			// its hold absorbs the jitter: in order, nothing arrives early or late.
+			l.rtt = append(l.rtt, dmax+dr)
+			l.jitter = append(l.jitter, 0)
+		} else {
+			l.rtt = append(l.rtt, p.Delay.Seconds()+dr)
+			l.jitter = append(l.jitter, p.Jitter.Seconds())
+		}
 		l.loss += f * p.Loss
 		l.capacity = min(l.capacity, p.Rate/f)
 		want = min(want, p.Rate*asked/w[i])
@@ -345,8 +356,13 @@ func solve(paths []Path, l lanes, tcp TCP) Prediction {
 		pred.Share[i] = l.f[k]
 		pred.QueueDelay[i] = q
 		arr[k] = l.rtt[k] - l.lead[k] + q
-		pred.RTT += l.f[k] * arr[k]
 		pred.InOrderRTT = max(pred.InOrderRTT, arr[k])
+	}
+	for k := range n {
+		if tcp.Resequenced {
+			arr[k] = pred.InOrderRTT // released in order: behind the latest lane's packets
+		}
+		pred.RTT += l.f[k] * arr[k]
 	}
 	w0 := rmin / 4
 	wmax := pred.InOrderRTT

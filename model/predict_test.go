@@ -213,6 +213,29 @@ func TestReordering(t *testing.T) {
 	}
 }
 
+// Resequenced, a split is one in-order path as slow as its slowest lane: no skew, no
+// spurious recovery, every packet at the in-order round trip, and BBR's min_rtt that
+// round trip too, so its in-flight cap is gone.
+func TestResequenced(t *testing.T) {
+	far := []Path{{Rate: 10e6, Delay: ms(5), Jitter: ms(20), Queue: 1000}, {Rate: 10e6, Delay: ms(200), Queue: 1000}}
+	for _, cc := range []CC{Cubic, BBR} {
+		plain, _ := Predict(far, Split{Mode: RR}, TCP{CC: cc, Window: 64 << 20})
+		p, err := Predict(far, Split{Mode: RR}, TCP{CC: cc, Window: 64 << 20, Resequenced: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Skew != 0 || p.Spurious != 0 || p.ReorderedRatio != 0 {
+			t.Errorf("%v resequenced: skew %v spurious %v reordered %v, want none", cc, p.Skew, p.Spurious, p.ReorderedRatio)
+		}
+		if !near(p.MinRTT, 0.205, 1e-9) || !near(p.RTT, p.InOrderRTT, 1e-9) {
+			t.Errorf("%v resequenced: min RTT %v, RTT %v, in-order %v: want every lane at 205 ms", cc, p.MinRTT, p.RTT, p.InOrderRTT)
+		}
+		if !(plain.Spurious > 0) || !(p.Goodput > plain.Goodput) {
+			t.Errorf("%v: resequenced %v vs %v (spurious %v): in order should gain", cc, p.Goodput, plain.Goodput, plain.Spurious)
+		}
+	}
+}
+
 // A finite transfer pays its slow-start ramp; a long one approaches the steady state.
 func TestRamp(t *testing.T) {
 	paths := []Path{{Rate: 50e6, Delay: ms(50), Queue: 2000}}

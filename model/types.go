@@ -211,6 +211,10 @@ type TCP struct {
 	// StaticReoWnd keeps RACK's reordering window at min_rtt/4 (tcp_recovery bit 0x2, or
 	// tcp_dsack = 0): no growth on DSACK.
 	StaticReoWnd bool `json:"static_reo_wnd"`
+	// Resequenced: the receiving host hands TCP the flow's packets in order, each as late
+	// as the slowest path in use would deliver it (docs/datapath.md#resequencing), so
+	// every lane has that round trip and TCP sees no reordering.
+	Resequenced bool `json:"resequenced,omitempty"`
 }
 
 // WithDefaults fills the zero fields with their defaults.
