@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,9 +33,10 @@ type direction struct {
 
 	tx, rx     *pb.TunnelStats // latest from each end
 	prevRx     *pb.TunnelStats
-	current    target  // what the sender holds, as far as the controller knows
-	pushed     bool    // current was written since the sender (re)connected
-	goodput    float64 // delivered, last interval
+	repairs    []lossCount // the receiver's losses (lost) and repairs (got) per report, over lossWindow
+	current    target      // what the sender holds, as far as the controller knows
+	pushed     bool        // current was written since the sender (re)connected
+	goodput    float64     // delivered, last interval
 	reordered  float64
 	interPath  float64
 	lastUpdate time.Time
@@ -186,6 +188,7 @@ func (d *direction) observe(now time.Time, trace *tracer) (livenessChanged bool)
 			d.interPath = float64(sub(r.InterPath, p.InterPath)) / float64(n)
 		}
 	}
+	d.countRepairs(now)
 	d.prevRx = d.rx
 	d.lastUpdate = now
 	return livenessChanged
@@ -216,11 +219,46 @@ func (d *direction) inFlight(i int) float64 {
 	return max(0, float64(n)+tx.TxBps/8/size*dt) * size
 }
 
+// countRepairs keeps the receiver's path_seqs lost (asked for, or left to TCP as
+// congestion) and repairs taken per report, over lossWindow.
+func (d *direction) countRepairs(now time.Time) {
+	r, p := d.rx.GetRepair(), d.prevRx.GetRepair()
+	if r == nil || p == nil {
+		d.repairs = nil
+		return
+	}
+	lost := sub(r.Asked+r.Congested, p.Asked+p.Congested)
+	if got := sub(r.Received, p.Received); lost > 0 || got > 0 {
+		d.repairs = append(d.repairs, lossCount{now, got, lost})
+	}
+	d.repairs = slices.DeleteFunc(d.repairs, func(l lossCount) bool { return now.Sub(l.at) > lossWindow })
+}
+
+// unrepaired is the share of the paths' random losses that reaches TCP. Resequenced,
+// a repaired packet fills its hole before TCP sees one: TCP meets only what was not
+// repaired. Without the resequencer, the packets behind a hole show TCP the loss (its
+// SACKs) a round trip before the repair can come, so every loss counts.
+func (d *direction) unrepaired() float64 {
+	if d.rx.GetResequencer() == nil {
+		return 1
+	}
+	var got, lost uint64
+	for _, l := range d.repairs {
+		got, lost = got+l.got, lost+l.lost
+	}
+	if lost == 0 {
+		return 1
+	}
+	return 1 - min(float64(got)/float64(lost), 1)
+}
+
 // decide runs the optimiser for the next interval.
 func (d *direction) decide(now time.Time, tcp model.TCP) target {
 	if len(d.ests) == 0 {
 		return target{}
 	}
+	tcp.Resequenced = d.rx.GetResequencer() != nil
+	d.opt.seen = d.unrepaired()
 	if d.tx != nil && d.split == nil {
 		d.opt.sawTriggered(now, d.tx.Triggered)
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/plait/plait/model"
 )
 
 // A flow's start: cubic's HyStart ends slow start once a round's smallest early RTT
@@ -24,7 +26,10 @@ const (
 // a round whose first samples miss the path ends slow start at a fraction of the pipe.
 // The share stays within what the path carries at the flow's present rate, so that it
 // does not queue and trip the same test.
-func (o *optimizer) feedFast(now time.Time, ests []*pathEstimator, w []float64) []float64 {
+//
+// A resequenced flow needs none: the resequencer holds every path's packets to the
+// slowest one's delay, so a round's samples are alike whichever paths carry it.
+func (o *optimizer) feedFast(now time.Time, ests []*pathEstimator, w []float64, tcp model.TCP) []float64 {
 	if !o.starting {
 		return w
 	}
@@ -45,6 +50,9 @@ func (o *optimizer) feedFast(now time.Time, ests []*pathEstimator, w []float64) 
 	}
 	if fast < 0 || now.Sub(o.startAt) > startMax || o.signals > o.startSigs || rate >= startDone*split {
 		o.starting = false
+		return w
+	}
+	if tcp.Resequenced {
 		return w
 	}
 	ret := o.ackReturn(fastBase)

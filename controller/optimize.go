@@ -92,6 +92,9 @@ type optimizer struct {
 	// (0 until the controller has routed them): with the forward base it makes the flow's
 	// round trip, the clocks' offset cancelling between the two directions.
 	ackBase float64
+	// seen is the share of the paths' random losses that reaches TCP: 1, or less where the
+	// tunnel repairs them before TCP sees the hole (see direction.unrepaired).
+	seen float64
 }
 
 // A direction starts as bulk: a flow starting on the fastest path alone and then spread
@@ -99,7 +102,7 @@ type optimizer struct {
 // burst of spurious retransmissions and seconds of slow cubic growth; a light flow merely
 // spends its first seconds striped.
 func newOptimizer(n int, now time.Time) *optimizer {
-	return &optimizer{corr: make([]float64, n), starved: make([]int, n), unknownSince: make([]time.Time, n), bulk: true, starting: true, solo: newSolo()}
+	return &optimizer{corr: make([]float64, n), starved: make([]int, n), unknownSince: make([]time.Time, n), bulk: true, starting: true, solo: newSolo(), seen: 1}
 }
 
 // decide chooses the split for the next interval. override is "auto" or a fixed mode;
@@ -140,7 +143,7 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 	}
 	choice := o.chooseSet(now, ests, mode, tcp)
 	if mode == model.WRR {
-		t.mode, t.weights = pb.Mode_MODE_WRR, o.feedFast(now, ests, balance(ests, choice))
+		t.mode, t.weights = pb.Mode_MODE_WRR, o.feedFast(now, ests, balance(ests, choice), tcp)
 		// BBR paces at the rate it measured and does not cut its window on a loss: a
 		// signal would cost it a retransmission and shorten no queue.
 		if tcp.CC != model.BBR {

@@ -79,7 +79,7 @@ func TestOptimizerDropsSlowPathWhenTheModelGains(t *testing.T) {
 		o := newOptimizer(3, t0)
 		got := decideN(o, ests, 5, tcp).shares()
 
-		ps := modelPaths(ests)
+		ps := modelPaths(ests, 1)
 		all, err := model.Predict(ps, model.Split{Mode: model.WRR}, tcp)
 		if err != nil {
 			t.Fatal(err)
@@ -236,7 +236,7 @@ func TestModelPathsLossFloor(t *testing.T) {
 	ests := known([]float64{36e6, 18e6}, []float64{20e3, 35e3}, 50e6)
 	ests[0].est.Loss, ests[0].est.LossKnown = 0.0003, true
 	ests[1].est.Loss, ests[1].est.LossKnown = 0.01, true
-	ps := modelPaths(ests)
+	ps := modelPaths(ests, 1)
 	if ps[0].Loss != 0 || ps[1].Loss != 0.01 {
 		t.Fatalf("model losses %v and %v, want 0 (below the floor) and 0.01", ps[0].Loss, ps[1].Loss)
 	}
@@ -565,5 +565,53 @@ func TestSetDwellOnlyUnderAFlow(t *testing.T) {
 		if both := w[1] > 0; both != (load == 0) {
 			t.Errorf("load %.0f Mbit/s, 0.5 s after the set was chosen: shares %.3f (%s)", load/1e6, w, o.reason)
 		}
+	}
+}
+
+// With the receiver resequencing, the losses the tunnel repairs never reach TCP, so the
+// model judges the paths by what it does not repair: a fat, long path with random loss
+// (sweep-3-04's) stays in the set when its losses are repaired, and is left out when
+// they reach TCP as they are. Without the resequencer every loss counts, repaired or not.
+func TestRepairedLossIsNotTCPs(t *testing.T) {
+	caps, delays := []float64{42e6, 10e6}, []float64{67e3, 20e3}
+	run := func(reseq bool, received uint64) (target, *direction) {
+		d := &direction{opt: newOptimizer(2, t0), ests: known(caps, delays, 40e6)}
+		for i, loss := range []float64{0.003, 0.007} {
+			d.ests[i].est.Loss, d.ests[i].est.LossKnown = loss, true
+		}
+		var tgt target
+		for i := range 20 {
+			now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+			u := uint64(i)
+			d.rx = &pb.TunnelStats{Repair: &pb.RepairStats{Asked: 10 * u, Congested: 2 * u, Received: received * u}}
+			if reseq {
+				d.rx.Resequencer = &pb.ResequencerStats{}
+			}
+			if d.prevRx != nil {
+				d.countRepairs(now)
+			}
+			d.prevRx = d.rx
+			tgt = d.decide(now, model.TCP{CC: model.Cubic})
+		}
+		return tgt, d
+	}
+	repaired, dr := run(true, 10)
+	if got := dr.unrepaired(); math.Abs(got-2.0/12) > 1e-9 {
+		t.Errorf("resequenced, 10 of 12 lost repaired: %v of the losses reach TCP, want 1/6", got)
+	}
+	if w := repaired.shares(); !(w[0] > 0.5) {
+		t.Errorf("repaired: shares %.3f, want the fat path kept at its capacity share", w)
+	}
+	_, d := run(true, 0)
+	if got := d.unrepaired(); got != 1 {
+		t.Errorf("nothing repaired: %v of the losses reach TCP, want all", got)
+	}
+	pr, pu := dr.opt.predict, d.opt.predict
+	t.Logf("predicted: %.1f Mbit/s repaired, %.1f unrepaired", pr/1e6, pu/1e6)
+	if !(pu < 0.5*pr) {
+		t.Errorf("predicted %.1f Mbit/s with the losses unrepaired, %.1f repaired: want the losses to cost", pu/1e6, pr/1e6)
+	}
+	if _, d := run(false, 10); d.unrepaired() != 1 {
+		t.Errorf("without the resequencer %v of the losses reach TCP, want all", d.unrepaired())
 	}
 }

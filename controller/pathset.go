@@ -37,8 +37,9 @@ func capacity(ests []*pathEstimator, i int) float64 {
 	return guess(ests)
 }
 
-// modelPaths describes the paths to the model as the estimator sees them.
-func modelPaths(ests []*pathEstimator) []model.Path {
+// modelPaths describes the paths to the model as the estimator sees them, with seen of
+// each path's random loss: the share the tunnel does not repair before TCP sees it.
+func modelPaths(ests []*pathEstimator, seen float64) []model.Path {
 	ps := make([]model.Path, len(ests))
 	for i, e := range ests {
 		rate := capacity(ests, i)
@@ -48,7 +49,7 @@ func modelPaths(ests []*pathEstimator) []model.Path {
 		}
 		loss := 0.0
 		if e.est.LossKnown && e.est.Loss >= lossFloor {
-			loss = math.Min(e.est.Loss, 0.5)
+			loss = math.Min(e.est.Loss, 0.5) * seen
 		}
 		ps[i] = model.Path{Rate: rate, Delay: time.Duration(base * 1e3), Loss: loss}
 	}
@@ -97,7 +98,7 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		}
 		return weights()
 	}
-	all := modelPaths(ests)
+	all := modelPaths(ests, o.seen)
 	ps := make([]model.Path, len(live))
 	// The set is chosen with every path that no busy stretch has measured at the most it
 	// might carry: pairs read a fast path short on a link that sends per TTI or under
