@@ -66,3 +66,33 @@ func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 		t.Errorf("deadline %d ns with a repair asked for, %d without: want later", asked, proof)
 	}
 }
+
+// What a hole may add to TCP's round trip counts from when the packet beyond it was due:
+// a fast path's packet waits out its offset in any case, and TCP's round trip holds that
+// wait. So a repair that takes longer than MaxHold from the hole's first sighting is still
+// waited for while it adds less than MaxHold past that packet's due time.
+func TestRepairWaitCountsFromDue(t *testing.T) {
+	f := newFeed(5, 0b11)
+	f.b.SetRepairWait(300e6)
+	f.b.SetOffsets([wire.MaxPaths]int64{0, 60e6}) // path 1 is 60 ms faster than path 0
+	f.push(0, 0, 0)
+	// Seq 1 (path 0) is lost; seq 2 comes by the fast path at 1 ms (due at 61 ms), and path
+	// 0 proves the loss.
+	f.push(1, 2, 1)
+	f.push(2, 3, 0)
+	f.b.ExpectRepairs(1e9)
+	if d := f.b.Deadline(); d != 61e6+MaxHold {
+		t.Fatalf("deadline %d ns, want %d: MaxHold past seq 2's due time", d, 61e6+MaxHold)
+	}
+	f.expire(240)
+	if len(f.out) != 1 {
+		t.Fatalf("released %v at 240 ms: the hole's wait counted from seq 2's arrival", f.out)
+	}
+	f.push(245, 1, 0|wire.PathRepair)
+	if want := []uint32{0, 1, 2, 3}; !slices.Equal(f.out, want) {
+		t.Fatalf("released %v, want %v", f.out, want)
+	}
+	if c := &f.b.C; c.Repairs.Load() != 1 || c.Late.Load() != 0 {
+		t.Errorf("repairs %d, late %d; want 1, 0", c.Repairs.Load(), c.Late.Load())
+	}
+}

@@ -37,9 +37,10 @@ const (
 )
 
 // Window is how many seqs ahead of the next expected one a Buffer holds; a packet beyond
-// it makes the Buffer give up the holes in its way: 200 ms of 240 Mbit/s in 1500-byte
-// packets.
-const Window = 4096
+// it makes the Buffer give up the holes in its way. A hole may hold the packets behind
+// it for MaxHold past the due time of the first of them, which may itself wait up to
+// MaxHold (its offset): 400 ms of 240 Mbit/s in 1500-byte packets.
+const Window = 8192
 
 // Counters are a Buffer's cumulative counts, safe to read while it runs.
 type Counters struct {
@@ -77,6 +78,7 @@ type pathState struct {
 type rise struct {
 	seq uint32
 	at  int64
+	due int64 // when the packet would have been released, hole or not: at plus its path's offset
 }
 
 // Buffer is the resequencing state of one tunnel. It is not safe for concurrent use,
@@ -152,7 +154,11 @@ func (b *Buffer) ExpectRepairs(until int64) {
 // RepairWait is how long a hole proven lost waits for its repair, from its first
 // sighting (ns; 0: repair is off): as repairs have taken, or the agent's estimate until
 // one has come, within MinHold..MaxHold.
-func (b *Buffer) RepairWait() int64 {
+func (b *Buffer) RepairWait() int64 { return min(b.repairWait(), MaxHold) }
+
+// repairWait is RepairWait before MaxHold: deadline limits it from the hole's first
+// packet's due time.
+func (b *Buffer) repairWait() int64 {
 	w := b.repairHint.Load()
 	if w == 0 {
 		return 0
@@ -160,7 +166,7 @@ func (b *Buffer) RepairWait() int64 {
 	if r := b.repair.Load(); r != 0 {
 		w = r + 4*b.repairVar.Load()
 	}
-	return min(max(w, MinHold), MaxHold)
+	return max(w, MinHold)
 }
 
 // SetOffsets sets how long a packet that came by each path waits at least (ns, at
@@ -185,9 +191,13 @@ func (b *Buffer) SetPaths(mask uint32) { b.inUse.Store(mask) }
 
 // Hold is the hold bound in force (ns): as measured, plus what late packets taught it,
 // within MinHold..MaxHold.
-func (b *Buffer) Hold() int64 {
+func (b *Buffer) Hold() int64 { return min(b.holdFor(), MaxHold) }
+
+// holdFor is Hold before MaxHold: deadline limits it from the hole's first packet's due
+// time.
+func (b *Buffer) holdFor() int64 {
 	h := max(b.hold.Load(), b.fill.Load()+4*b.fillVar.Load())
-	return min(max(h+b.steps.Load()*h/4, MinHold), MaxHold)
+	return max(h+b.steps.Load()*h/4, MinHold)
 }
 
 // filled learns from a hole that filled at now, first seen at since.
@@ -247,7 +257,7 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 		if b.rN == Window {
 			b.popRise()
 		}
-		b.rises[(b.rHead+b.rN)%Window] = rise{seq, now}
+		b.rises[(b.rHead+b.rN)%Window] = rise{seq, now, due}
 		b.rN++
 	}
 	if repair && d < 0 && d > -Window {
@@ -403,10 +413,15 @@ func (b *Buffer) Deadline() int64 {
 // deadline is when the hole at next is given up, and the class of what it releases: at
 // the hold bound, or once proven lost (for a proof's confirmation; with repair on and
 // repairs asked for, for as long as a repair takes while they are on their way).
+//
+// MaxHold limits what a hole adds to the time TCP measures, so it counts from when the
+// first packet beyond the hole was due, hole or not: its path's offset is in every
+// round trip TCP sees, as the slowest path's delay.
 func (b *Buffer) deadline() (int64, *atomic.Uint64) {
-	first := b.rises[b.rHead].at
-	bound := first + b.Hold()
-	w := b.RepairWait()
+	r := b.rises[b.rHead]
+	first, limit := r.at, r.due+MaxHold
+	bound := min(first+b.holdFor(), limit)
+	w := b.repairWait()
 	if w > 0 {
 		// Its repair is asked for once the path that lost it delivers its next packet:
 		// with repair on, a hole also waits for the slowest path to speak.
@@ -417,7 +432,7 @@ func (b *Buffer) deadline() (int64, *atomic.Uint64) {
 	}
 	lost := b.proofAt + b.confirm()
 	if w > 0 {
-		if wait := min(first+w, b.expect.Load()); wait > lost {
+		if wait := min(first+w, limit, b.expect.Load()); wait > lost {
 			return wait, &b.C.Lost
 		}
 	}
