@@ -176,9 +176,11 @@ def write(out, summary, results):
         "Paths: "
         + ", ".join(describe_path(p) for p in summary["paths"])
         + "; capacity %s." % fmt_rate(summary["capacity_bps"]),
-        "One %s flow for %g s%s; goodput: %s. Shape %s, Plait in %s, %s switches; plait %s, kernel %s."
+        "%s %s flow%s for %g s%s; goodput: %s. Shape %s, Plait in %s, %s switches; plait %s, kernel %s."
         % (
+            "One" if t.get("flows", 1) == 1 else t["flows"],
             t["cc"],
+            "" if t.get("flows", 1) == 1 else "s",
             t["duration_s"],
             fmt_tcp(t, "; hosts' "),
             summary["goodput_rule"],
