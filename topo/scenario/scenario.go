@@ -330,7 +330,7 @@ func parse(data []byte) (*Scenario, error) {
 	if s.Auth, err = oneOf("auth", raw.Auth, AuthOn, AuthOn, AuthOff); err != nil {
 		return nil, err
 	}
-	if s.Resequence, err = oneOf("resequence", raw.Resequence, ResequenceOff, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
+	if s.Resequence, err = oneOf("resequence", raw.Resequence, ResequenceAuto, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {
 		return nil, err
 	}
 	if s.Repair, err = oneOf("repair", raw.Repair, ResequenceAuto, ResequenceAuto, ResequenceOn, ResequenceOff); err != nil {

@@ -154,8 +154,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Shape != ShapeParallel || s.Switch != SwitchAuto || s.Encap != EncapIP || s.Repair != ResequenceAuto {
-		t.Errorf("shape %q switch %q encap %q repair %q, want parallel auto ip auto", s.Shape, s.Switch, s.Encap, s.Repair)
+	if s.Shape != ShapeParallel || s.Switch != SwitchAuto || s.Encap != EncapIP || s.Repair != ResequenceAuto || s.Resequence != ResequenceAuto {
+		t.Errorf("shape %q switch %q encap %q repair %q resequence %q, want parallel auto ip auto auto", s.Shape, s.Switch, s.Encap, s.Repair, s.Resequence)
 	}
 	if len(s.Compare) != len(Configurations) {
 		t.Errorf("compare %v, want every configuration", s.Compare)
