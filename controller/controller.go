@@ -217,7 +217,7 @@ func (c *Controller) routeACKs(wants map[*direction]target) {
 			if !ok || o.tunnel != d.tunnel || o.from != d.to || ow.mode != pb.Mode_MODE_WRR {
 				continue
 			}
-			j, why := ackPath(o.ests, ow.shares(), d.ests, o.rx.GetResequencer() != nil)
+			j, why := ackPath(o.ests, ow.shares(), d.ests, o.resequenced())
 			if j < 0 {
 				continue
 			}

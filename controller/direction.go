@@ -234,12 +234,16 @@ func (d *direction) countRepairs(now time.Time) {
 	d.repairs = slices.DeleteFunc(d.repairs, func(l lossCount) bool { return now.Sub(l.at) > lossWindow })
 }
 
+// resequenced: the direction's receiving agent hands its stack the tunnel's packets in
+// order (its statistics carry its resequencer's), so TCP sees the paths as one.
+func (d *direction) resequenced() bool { return d.rx.GetResequencer() != nil }
+
 // unrepaired is the share of the paths' random losses that reaches TCP. Resequenced,
 // a repaired packet fills its hole before TCP sees one: TCP meets only what was not
 // repaired. Without the resequencer, the packets behind a hole show TCP the loss (its
 // SACKs) a round trip before the repair can come, so every loss counts.
 func (d *direction) unrepaired() float64 {
-	if d.rx.GetResequencer() == nil {
+	if !d.resequenced() {
 		return 1
 	}
 	var got, lost uint64
@@ -257,7 +261,7 @@ func (d *direction) decide(now time.Time, tcp model.TCP) target {
 	if len(d.ests) == 0 {
 		return target{}
 	}
-	tcp.Resequenced = d.rx.GetResequencer() != nil
+	tcp.Resequenced = d.resequenced()
 	d.opt.seen = d.unrepaired()
 	if d.tx != nil && d.split == nil {
 		d.opt.sawTriggered(now, d.tx.Triggered)

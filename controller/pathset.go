@@ -179,9 +179,9 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 // more out keeps the predicted goodput within setGain of the choice's, the one whose
 // absence costs least goes. A path earns its place by the margin a new set must promise
 // to be adopted: what the model does not see costs the marginal path most. Resequenced,
-// its delay and its queue are every packet's (fat+thin's 1 Mbit/s, 101 ms path, for 2 %
-// more capacity: slow start ended at 5 Mbit/s and the flow crawled for 7 s); without
-// the resequencer, its skew is reordering.
+// its delay and its queue are every packet's (the model gives fat+thin's 1 Mbit/s,
+// 101 ms path 2 % more goodput; its queue ended slow start at 5 Mbit/s); without the
+// resequencer, its skew is reordering.
 func lean(paths []model.Path, c model.Choice, mode model.Mode, tcp model.TCP) model.Choice {
 	top := c.Prediction.Goodput
 	for len(c.Paths) > 1 {
