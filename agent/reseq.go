@@ -171,18 +171,24 @@ func (s *sampler) spread(id uint32) (sp pathSpread, ok bool) {
 		return sp, false
 	}
 	last := h.at(h.len() - 1)
-	fi := 0
-	for i := h.len() - 1; i >= 0; i-- {
-		if last.mono-h.at(i).mono >= uint64(time.Second) {
-			fi = i
-			break
+	ago := func(d time.Duration) int { // the newest sample at least d old (0: none that old)
+		for i := h.len() - 1; i >= 0; i-- {
+			if last.mono-h.at(i).mono >= uint64(d) {
+				return i
+			}
 		}
+		return 0
 	}
+	fi := ago(time.Second)
 	first := h.at(fi)
+	// Steady: data came in the second before the last one, not just in the one sample
+	// interval a second ago. A flow that paused for a sample's 50 ms there had its
+	// offsets back, held 90 ms, stalled its ACK clock, and paused again a second later
+	// (fat+thin resequenced: five seconds at 5-50 Mbit/s with no loss).
 	if fi > 0 {
 		var before, at uint64
 		for i := range first.rx.Paths {
-			before += h.at(fi - 1).rx.Paths[i].Packets
+			before += h.at(ago(2*time.Second)).rx.Paths[i].Packets
 			at += first.rx.Paths[i].Packets
 		}
 		sp.steady = at > before

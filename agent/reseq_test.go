@@ -120,3 +120,43 @@ func ceiling(b *testing.B, p *pair, rounds int, set func(bool), metric string, c
 	b.Logf("off %s, on %s Gbit/s", gbits(off), gbits(on))
 	return packets
 }
+
+// A flow's pause in the one sample interval a second back leaves it steady: the paths
+// the split leaves idle (here path 1, heard only by its probes) add no offset, while a
+// flow that starts after a silence of seconds waits for the slowest path heard from.
+func TestSpreadSteadyAcrossAPause(t *testing.T) {
+	const step = 50 * time.Millisecond
+	for _, c := range []struct {
+		name       string
+		data       func(at time.Duration) bool // whether path 0 carried data up to at
+		wantSteady bool
+	}{
+		{"a 100 ms pause a second back", func(at time.Duration) bool { return at <= 1950*time.Millisecond || at > 2050*time.Millisecond }, true},
+		{"a flow 0.5 s old after a silence", func(at time.Duration) bool { return at >= 2500*time.Millisecond }, false},
+	} {
+		s := &sampler{hist: map[uint32]*history{}}
+		h := &history{}
+		s.hist[1] = h
+		var snap snapshot
+		for at := time.Duration(0); at <= 3*time.Second; at += step {
+			snap.mono = uint64(at)
+			for i, owd := range []float64{10e6, 100e6} {
+				p := &snap.rx.Paths[i]
+				p.OwdCnt++
+				p.OwdEwmaNs, p.OwdMinNs, p.HasMin = owd, int32(owd), true
+			}
+			if c.data(at) {
+				snap.rx.Paths[0].Packets += 10
+			}
+			h.add(snap, 1000)
+		}
+		sp, ok := s.spread(1)
+		if !ok {
+			t.Fatalf("%s: no spread", c.name)
+		}
+		off := sp.offsets()
+		if sp.steady != c.wantSteady || c.wantSteady != (off[0] == 0) {
+			t.Errorf("%s: steady %v, path 0's offset %.0f ms; want steady %v", c.name, sp.steady, float64(off[0])/1e6, c.wantSteady)
+		}
+	}
+}
