@@ -121,7 +121,7 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 		}
 		return weights()
 	}
-	choice = lean(opt, choice, mode, tcp)
+	choice = lean(opt, ps, choice, mode, tcp)
 	best := make([]bool, len(ests))
 	for _, j := range choice.Paths {
 		best[live[j]] = true
@@ -179,29 +179,66 @@ func (o *optimizer) chooseSet(now time.Time, ests []*pathEstimator, mode model.M
 // more out keeps the predicted goodput within setGain of the choice's, the one whose
 // absence costs least goes. A path earns its place by the margin a new set must promise
 // to be adopted: what the model does not see costs the marginal path most. Resequenced,
-// its delay and its queue are every packet's (the model gives fat+thin's 1 Mbit/s,
-// 101 ms path 2 % more goodput; its queue ended slow start at 5 Mbit/s); without the
-// resequencer, its skew is reordering.
-func lean(paths []model.Path, c model.Choice, mode model.Mode, tcp model.TCP) model.Choice {
-	top := c.Prediction.Goodput
-	for len(c.Paths) > 1 {
-		next, found := c, false
-		for k, j := range c.Paths {
-			w := slices.Clone(c.Split.Weights)
+// its delay and its queue are every packet's; without the resequencer, its skew is
+// reordering.
+//
+// The choice is judged as opt sees the paths (capacities no busy stretch has measured
+// at the most they might carry), but a resequenced set's longest path as est sees it:
+// its delay is every packet's whatever its share, so only what it is measured to carry
+// pays for it (fat+thin's 1 Mbit/s, 101 ms path, which pairs read right, judged at the
+// fat path's 50 held a flow at 22 Mbit/s where the fat path alone gives 47).
+func lean(opt, est []model.Path, c model.Choice, mode model.Mode, tcp model.TCP) model.Choice {
+	judge := slices.Clone(opt)
+	w0 := slices.Clone(c.Split.Weights)
+	if tcp.Resequenced && len(c.Paths) > 1 {
+		long := c.Paths[0]
+		for _, j := range c.Paths {
+			if opt[j].Delay > opt[long].Delay {
+				long = j
+			}
+		}
+		judge[long] = est[long]
+		if mode == model.WRR && opt[long].Rate > 0 {
+			w0[long] *= est[long].Rate / opt[long].Rate // the split weighs by the estimate
+		}
+	}
+	top, err := model.Predict(judge, model.Split{Mode: mode, Weights: w0}, tcp)
+	if err != nil {
+		return c
+	}
+	paths, dropped := slices.Clone(c.Paths), false
+	for len(paths) > 1 {
+		var best []float64
+		bestAt, bestGood := -1, 0.0
+		for k, j := range paths {
+			w := slices.Clone(w0)
 			w[j] = 0
-			p, err := model.Predict(paths, model.Split{Mode: mode, Weights: w}, tcp)
-			if err != nil || p.Goodput*setGain < top || found && p.Goodput <= next.Prediction.Goodput {
+			p, err := model.Predict(judge, model.Split{Mode: mode, Weights: w}, tcp)
+			if err != nil || p.Goodput*setGain < top.Goodput || bestAt >= 0 && p.Goodput <= bestGood {
 				continue
 			}
-			next = model.Choice{Paths: slices.Delete(slices.Clone(c.Paths), k, k+1), Split: model.Split{Mode: mode, Weights: w}, Prediction: p}
-			found = true
+			best, bestAt, bestGood = w, k, p.Goodput
 		}
-		if !found {
+		if bestAt < 0 {
 			break
 		}
-		c = next
+		w0, paths, dropped = best, slices.Delete(paths, bestAt, bestAt+1), true
 	}
-	return c
+	if !dropped {
+		return c
+	}
+	w := slices.Clone(c.Split.Weights)
+	for j := range w {
+		if !slices.Contains(paths, j) {
+			w[j] = 0
+		}
+	}
+	sp := model.Split{Mode: mode, Weights: w}
+	p, err := model.Predict(opt, sp, tcp)
+	if err != nil {
+		return c
+	}
+	return model.Choice{Paths: paths, Split: sp, Prediction: p}
 }
 
 // waitForTrains leaves a bulk split's paths of unknown capacity out of o.set for up to
