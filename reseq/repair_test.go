@@ -1,6 +1,7 @@
 package reseq
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -94,5 +95,43 @@ func TestRepairWaitCountsFromDue(t *testing.T) {
 	}
 	if c := &f.b.C; c.Repairs.Load() != 1 || c.Late.Load() != 0 {
 		t.Errorf("repairs %d, late %d; want 1, 0", c.Repairs.Load(), c.Late.Load())
+	}
+}
+
+// Holes that wait for their repairs hold everything behind them, so their waits past
+// the proofs keep to RepairShare of the time, beyond one hole's longest wait. A packet a
+// millisecond over two paths, a loss every 20 ms that no repair fills: the first hole
+// waits out the 100 ms repair wait, and once the budget is spent the stream is no longer
+// a repair wait late.
+func TestRepairWaitsKeepToTheirShare(t *testing.T) {
+	var now int64
+	arrived := map[uint32]int64{}
+	var late []int64 // each released packet's wait, ms
+	b := New(5e6, func(frame []byte) {
+		late = append(late, (now-arrived[binary.BigEndian.Uint32(frame)])/1e6)
+	})
+	b.steps.Store(0)
+	b.SetPaths(0b11)
+	b.SetRepairWait(100e6)
+	b.ExpectRepairs(1e12)
+	for seq := uint32(0); seq < 3000; seq++ {
+		now = int64(seq) * 1e6
+		if seq%20 != 18 { // path 0 loses every tenth of its packets
+			arrived[seq] = now
+			b.Push(binary.BigEndian.AppendUint32(nil, seq), seq, uint8(seq%2), now)
+		}
+		b.Expire(now)
+	}
+	if first := slices.Max(late[:40]); first < 99 {
+		t.Errorf("the first hole held what followed it %d ms, want the repair wait of 100 ms", first)
+	}
+	var sum int64
+	last := late[len(late)-950:]
+	for _, l := range last {
+		sum += l
+	}
+	t.Logf("first hole %d ms; mean wait over the last second %.1f ms", slices.Max(late[:40]), float64(sum)/float64(len(last)))
+	if mean := float64(sum) / float64(len(last)); mean > 100*RepairShare {
+		t.Errorf("over the last second packets waited %.1f ms on average, want at most %.0f: the waits did not keep to their share", mean, 100*RepairShare)
 	}
 }
