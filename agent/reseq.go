@@ -138,7 +138,7 @@ func (sp *pathSpread) offsets() (off [wire.MaxPaths]int64) {
 // measured: their smoothed one-way delays (owd), the lowest and highest of them, the
 // largest jitter, and the latest a reordered packet came over the agent's window; and
 // which of them carried data (data), with their base one-way delays over that window;
-// and whether the tunnel carried data a second ago already (steady).
+// and whether the tunnel carried data in the second before the last one too (steady).
 type pathSpread struct {
 	owd, base            [wire.MaxPaths]float64
 	paths, data          uint32
@@ -187,8 +187,9 @@ func (s *sampler) spread(id uint32) (sp pathSpread, ok bool) {
 	// (fat+thin resequenced: five seconds at 5-50 Mbit/s with no loss).
 	if fi > 0 {
 		var before, at uint64
+		earlier := h.at(ago(2 * time.Second))
 		for i := range first.rx.Paths {
-			before += h.at(ago(2*time.Second)).rx.Paths[i].Packets
+			before += earlier.rx.Paths[i].Packets
 			at += first.rx.Paths[i].Packets
 		}
 		sp.steady = at > before
