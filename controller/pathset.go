@@ -206,7 +206,7 @@ func lean(opt, est []model.Path, c model.Choice, mode model.Mode, tcp model.TCP)
 	if err != nil {
 		return c
 	}
-	paths, dropped := slices.Clone(c.Paths), false
+	paths := slices.Clone(c.Paths)
 	for len(paths) > 1 {
 		var best []float64
 		bestAt, bestGood := -1, 0.0
@@ -222,9 +222,9 @@ func lean(opt, est []model.Path, c model.Choice, mode model.Mode, tcp model.TCP)
 		if bestAt < 0 {
 			break
 		}
-		w0, paths, dropped = best, slices.Delete(paths, bestAt, bestAt+1), true
+		w0, paths = best, slices.Delete(paths, bestAt, bestAt+1)
 	}
-	if !dropped {
+	if len(paths) == len(c.Paths) {
 		return c
 	}
 	w := slices.Clone(c.Split.Weights)

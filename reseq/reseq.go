@@ -52,6 +52,10 @@ const Window = 8192
 // each waited up to the 200 ms cap.
 const RepairShare = 0.3
 
+// maxBudget caps the waits' budget at the longest one hole may wait: MaxHold past a
+// due time that may itself be MaxHold away (its offset).
+const maxBudget = 2 * MaxHold
+
 // Counters are a Buffer's cumulative counts, safe to read while it runs.
 type Counters struct {
 	InOrder atomic.Uint64 // packets released with no hole given up before them
@@ -106,8 +110,8 @@ type Buffer struct {
 	// Until when repairs are on their way (ns): a hole proven lost waits for one only
 	// while the agent has asked for some (ExpectRepairs).
 	expect atomic.Int64
-	// What is left of the waits' share of the time (RepairShare, ns), as of budgetAt: at
-	// most the longest one hole may wait, MaxHold past a due time up to MaxHold away.
+	// What is left of the waits' share of the time (RepairShare, ns, at most
+	// maxBudget), as of budgetAt.
 	budget, budgetAt int64
 	// The hold learns from its mistakes as RACK's reordering window does: every packet
 	// that comes after its hole was given up adds a quarter of the measured hold (once
@@ -141,7 +145,7 @@ func New(hold int64, emit func(frame []byte)) *Buffer {
 	b := &Buffer{emit: emit}
 	b.hold.Store(hold)
 	b.steps.Store(1)
-	b.budget = 2 * MaxHold
+	b.budget = maxBudget
 	return b
 }
 
@@ -463,7 +467,7 @@ func (b *Buffer) deadline() (int64, *atomic.Uint64) {
 // Expire releases the packets due by now and gives up the holes that waited out the
 // bound or are proven lost by now.
 func (b *Buffer) Expire(now int64) {
-	b.budget = min(b.budget+int64(float64(now-b.budgetAt)*RepairShare), 2*MaxHold)
+	b.budget = min(b.budget+int64(float64(now-b.budgetAt)*RepairShare), maxBudget)
 	b.budgetAt = now
 	for b.held > 0 {
 		if s := &b.slots[b.next%Window]; s.present {
