@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,6 +195,10 @@ func (c *Controller) step(ctx context.Context, full bool) {
 		} else {
 			// A congestion signal is an event, not part of what the sender holds.
 			j.want.signal = false
+			if used := usedPaths(j.d, j.want); used != usedPaths(j.d, j.old) && (used != "" || j.d.opt.reason != "") {
+				// The operator's record of why a flow moved; weights alone move every interval.
+				c.opts.log.Info("paths in use", "direction", j.d.name(), "paths", used, "reason", j.d.opt.reason)
+			}
 			j.d.current, j.d.pushed, j.d.writeErr = j.want, true, ""
 		}
 		c.mu.Unlock()
@@ -232,6 +237,17 @@ func (c *Controller) routeACKs(wants map[*direction]target) {
 			wants[d] = w
 		}
 	}
+}
+
+// usedPaths names the paths that carry a share of t's packets.
+func usedPaths(d *direction, t target) string {
+	var names []string
+	for i, w := range t.shares() {
+		if w > 0 && i < len(d.paths) {
+			names = append(names, d.paths[i])
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 func (c *Controller) senderReady(d *direction) bool {

@@ -14,7 +14,7 @@ import (
 // delivery floor) shows only here, report by report.
 var traceColumns = []string{
 	"t_s", "tunnel", "from", "to", "path",
-	"rx_packets", "rx_bps", "tx_bps", "owd_min_us", "owd_mean_us", "switch_queue_us", "in_flight_bytes",
+	"rx_packets", "lost", "rx_bps", "tx_bps", "owd_min_us", "owd_mean_us", "switch_queue_us", "in_flight_bytes",
 	"pair_bps", "pair_samples",
 	"alive", "base_us", "standing_us", "queue_us", "busy", "capacity_bps", "capacity_known", "loss", "late", "jitter_us",
 }
@@ -42,7 +42,7 @@ func (t *tracer) path(d *direction, i int, o Observation, e *pathEstimator) {
 	est := &e.est
 	t.row([]string{
 		fmt.Sprintf("%.3f", o.At.Sub(t.start).Seconds()), fmt.Sprint(d.tunnel.ID), d.from, d.to, d.paths[i],
-		fmt.Sprint(est.RxPackets), traceNum(o.RxBps), traceNum(o.TxBps), traceNum(o.OwdMin), traceNum(o.OwdMean), traceNum(o.Queue), traceNum(o.InFlight),
+		fmt.Sprint(est.RxPackets), fmt.Sprint(o.Lost), traceNum(o.RxBps), traceNum(o.TxBps), traceNum(o.OwdMin), traceNum(o.OwdMean), traceNum(o.Queue), traceNum(o.InFlight),
 		traceNum(o.DispBps), fmt.Sprint(o.DispN),
 		fmt.Sprint(est.Alive), traceNum(est.Base), traceNum(standingQueue(o, est)), traceNum(est.Queue), fmt.Sprint(est.Busy), traceNum(est.Capacity),
 		fmt.Sprint(est.CapacityKnown), fmt.Sprintf("%.6f", est.Loss), fmt.Sprintf("%.6f", est.Late), traceNum(o.Jitter),
