@@ -338,7 +338,7 @@ func (e *pathEstimator) lossJudgedAt(o Observation, dRx uint64) time.Time {
 // from.
 func (e *pathEstimator) randomLoss(o Observation, dRx, dLost uint64, judged time.Time) {
 	est := &e.est
-	under := e.underPeak(o, judged)
+	under := e.underPeak(o, dRx, judged)
 	if !est.Alive {
 		e.losses = nil
 	} else if dRx+dLost > 0 && o.At.Sub(e.aliveSince) >= outageGrace && (judged.Sub(e.lastQueued) >= lossQuiet || under) {
@@ -363,9 +363,11 @@ func (e *pathEstimator) randomLoss(o Observation, dRx, dLost uint64, judged time
 // then is the path's, and a path that carries a bulk flow (whose queue always stands) has
 // its random loss counted at all: without this, 0.2-0.9 % of loss on paths under a flow
 // read as none, and the model kept lossy paths. A queue that drained is not judged so: the
-// drops of its peak may come to light after it (see lossJudgedAt).
-func (e *pathEstimator) underPeak(o Observation, judged time.Time) bool {
-	if !math.IsNaN(o.OwdMean) {
+// drops of its peak may come to light after it (see lossJudgedAt). Only reports with
+// data count: the peak is what a flow fills, and a probe delayed while a host starts
+// (sweep-5-06: 580 ms, before the flow) would pass every drop of a full queue for random.
+func (e *pathEstimator) underPeak(o Observation, dRx uint64, judged time.Time) bool {
+	if dRx >= 2 && !math.IsNaN(o.OwdMean) {
 		e.queues = append(e.queues, timed{o.At, e.est.Queue})
 	}
 	e.queues = slices.DeleteFunc(e.queues, func(s timed) bool { return o.At.Sub(s.at) > lossWindow })
