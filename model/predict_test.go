@@ -475,3 +475,31 @@ func TestFixedSplitDrift(t *testing.T) {
 		}
 	}
 }
+
+// Under random loss that keeps cubic's window below the pipe no queue stands, so the
+// loss-limited rate is the window over the base round trip; and every flow has its own
+// window, so n flows carry n of them, up to the capacity.
+func TestRandomLossRateOverTheBaseRoundTrip(t *testing.T) {
+	p := Path{Rate: 17e6, Delay: 25 * time.Millisecond, Loss: 0.0046}
+	one := func(flows float64) Prediction {
+		pr, err := Predict([]Path{p}, Split{Mode: WRR}, TCP{CC: Cubic, Flows: flows})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr
+	}
+	tcp := TCP{}.WithDefaults()
+	want := math.Sqrt(3/(2*p.Loss)) * pktBits(tcp) / 0.05 * (1 - p.Loss) * float64(tcp.MSS) / float64(tcp.MSS+tcp.Overhead)
+	if g := one(1); g.Limit != LimitLoss || math.Abs(g.Goodput/want-1) > 0.01 {
+		t.Errorf("one flow: %.2f Mbit/s (%s), want %.2f (loss)", g.Goodput/1e6, g.Limit, want/1e6)
+	}
+	if g := one(3); g.Limit != LimitLoss || math.Abs(g.Goodput/(3*want)-1) > 0.01 {
+		t.Errorf("three flows: %.2f Mbit/s (%s), want %.2f (loss)", g.Goodput/1e6, g.Limit, 3*want/1e6)
+	}
+	if g := one(8); g.Limit == LimitLoss || g.Goodput > p.Rate {
+		t.Errorf("eight flows: %.2f Mbit/s (%s), want the capacity's", g.Goodput/1e6, g.Limit)
+	}
+	if _, err := Predict([]Path{p}, Split{Mode: WRR}, TCP{Flows: 0.5}); err == nil {
+		t.Error("half a flow predicted, want an error")
+	}
+}

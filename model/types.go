@@ -215,6 +215,10 @@ type TCP struct {
 	// as the slowest path in use would deliver it (docs/datapath.md#resequencing), so
 	// every lane has that round trip and TCP sees no reordering.
 	Resequenced bool `json:"resequenced,omitempty"`
+	// Flows is how many flows share the split, each with its own window: random loss cuts
+	// only the window of the flow it strikes, so n flows carry n loss-limited windows.
+	// 0 means 1.
+	Flows float64 `json:"flows,omitempty"`
 }
 
 // WithDefaults fills the zero fields with their defaults.
@@ -230,6 +234,9 @@ func (t TCP) WithDefaults() TCP {
 	}
 	if t.InitCwnd == 0 {
 		t.InitCwnd = DefaultInitCwnd
+	}
+	if t.Flows == 0 {
+		t.Flows = 1
 	}
 	return t
 }
@@ -272,6 +279,8 @@ func (t TCP) validate() error {
 		return fmt.Errorf("unknown ACK path %d", t.AckPath)
 	case t.AckDelay < 0:
 		return fmt.Errorf("ACK delay %v is negative", t.AckDelay)
+	case !(t.Flows >= 1) || math.IsInf(t.Flows, 1):
+		return fmt.Errorf("flows %v: must be at least 1", t.Flows)
 	}
 	return nil
 }
