@@ -574,6 +574,21 @@ func TestSetDwellOnlyUnderAFlow(t *testing.T) {
 	}
 }
 
+// Optimism adds an unmeasured path to a set; it does not give it the flow alone. A
+// lossy 13 Mbit/s path measured busy and a 1 Mbit/s path pairs read right (sweep-5-06's):
+// taken at the 13, the 1 Mbit/s path alone looks best, and would carry the flow; at the
+// estimates, the lossy path alone is far better, and it stays.
+func TestGuessAloneIsNoSet(t *testing.T) {
+	ests := known([]float64{13e6, 1e6}, []float64{25e3, 85e3}, 10e6)
+	ests[0].est.Loss, ests[0].est.LossKnown = 0.004, true
+	ests[1].busyKnown = false
+	o := newOptimizer(2, t0)
+	w := decideN(o, ests, 5, model.TCP{CC: model.Cubic, Resequenced: true}).shares()
+	if !(w[0] > 0.5) {
+		t.Errorf("shares %.3f (%s), want the measured path to carry the flow", w, o.reason)
+	}
+}
+
 // With the receiver resequencing, the losses the tunnel repairs never reach TCP, so the
 // model judges the paths by what it does not repair: a fat path with random loss stays
 // in the set when its losses are repaired, and the model predicts far less when they
