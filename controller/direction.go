@@ -262,6 +262,10 @@ func (d *direction) decide(now time.Time, tcp model.TCP) target {
 		return target{}
 	}
 	tcp.Resequenced = d.resequenced()
+	// The resequencer sees every data packet; without it the flows are not counted.
+	if f := d.rx.GetResequencer().GetFlows(); f > 1 && !math.IsInf(f, 1) {
+		tcp.Flows = f
+	}
 	d.opt.seen = d.unrepaired()
 	if d.tx != nil && d.split == nil {
 		d.opt.sawTriggered(now, d.tx.Triggered)

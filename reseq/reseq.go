@@ -136,6 +136,7 @@ type Buffer struct {
 	rHead, rN int
 	maxSeq    uint32
 	paths     [wire.MaxPaths]pathState
+	flows     flows
 	C         Counters
 }
 
@@ -255,8 +256,11 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	if !repair {
 		// A repair says nothing of the path it took: it left later, out of its order.
 		b.seen(seq, path, now)
-		if o := b.offset[path%wire.MaxPaths].Load(); o > 0 && !pureACK(frame) {
-			due += o
+		if !pureACK(frame) {
+			if o := b.offset[path%wire.MaxPaths].Load(); o > 0 {
+				due += o
+			}
+			b.flows.add(frame, now)
 		}
 	}
 	if !b.started {

@@ -1976,6 +1976,7 @@ type ResequencerStats struct {
 	HoldUs        float64                `protobuf:"fixed64,9,opt,name=hold_us,json=holdUs,proto3" json:"hold_us,omitempty"`   // the hold bound now
 	BusyNs        uint64                 `protobuf:"varint,10,opt,name=busy_ns,json=busyNs,proto3" json:"busy_ns,omitempty"`   // CPU time spent moving packets, system calls included
 	Passed        uint64                 `protobuf:"varint,11,opt,name=passed,proto3" json:"passed,omitempty"`                 // pure ACKs passed on ahead of a hole, not held
+	Flows         float64                `protobuf:"fixed64,12,opt,name=flows,proto3" json:"flows,omitempty"`                  // effective number of data flows over the last second: (Σc)²/Σc² of their packet counts
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2083,6 +2084,13 @@ func (x *ResequencerStats) GetBusyNs() uint64 {
 func (x *ResequencerStats) GetPassed() uint64 {
 	if x != nil {
 		return x.Passed
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetFlows() float64 {
+	if x != nil {
+		return x.Flows
 	}
 	return 0
 }
@@ -2321,7 +2329,7 @@ const file_agent_proto_rawDesc = "" +
 	"\amissing\x18\x06 \x01(\x04R\amissing\x12\x1e\n" +
 	"\vtap_busy_ns\x18\a \x01(\x04R\ttapBusyNs\x12\x17\n" +
 	"\await_us\x18\b \x01(\x01R\x06waitUs\x12\x1c\n" +
-	"\tcongested\x18\t \x01(\x04R\tcongested\"\x93\x02\n" +
+	"\tcongested\x18\t \x01(\x04R\tcongested\"\xa9\x02\n" +
 	"\x10ResequencerStats\x12\x19\n" +
 	"\bin_order\x18\x01 \x01(\x04R\ainOrder\x12\x14\n" +
 	"\x05bound\x18\x02 \x01(\x04R\x05bound\x12\x12\n" +
@@ -2334,7 +2342,8 @@ const file_agent_proto_rawDesc = "" +
 	"\ahold_us\x18\t \x01(\x01R\x06holdUs\x12\x17\n" +
 	"\abusy_ns\x18\n" +
 	" \x01(\x04R\x06busyNs\x12\x16\n" +
-	"\x06passed\x18\v \x01(\x04R\x06passed\"\xa0\x02\n" +
+	"\x06passed\x18\v \x01(\x04R\x06passed\x12\x14\n" +
+	"\x05flows\x18\f \x01(\x01R\x05flows\"\xa0\x02\n" +
 	"\x05Stats\x12/\n" +
 	"\atunnels\x18\x01 \x03(\v2\x15.plait.v1.TunnelStatsR\atunnels\x123\n" +
 	"\x06sender\x18\x02 \x03(\v2\x1b.plait.v1.Stats.SenderEntryR\x06sender\x129\n" +

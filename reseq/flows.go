@@ -1,0 +1,88 @@
+package reseq
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// flowEpoch is how long the flows are counted over before the count is read: long
+// enough for a flow held back by its window to send, short enough to follow flows that
+// come and go.
+const flowEpoch = int64(1e9)
+
+// flowSlots bounds the flows told apart in an epoch; more are not counted.
+const flowSlots = 64
+
+// flows counts the tunnel's data flows: each random loss cuts only the window of the flow
+// it strikes, so n flows under random loss carry n windows, and the controller's model
+// needs n. It is the effective number (Σc)²/Σc² over the flows' packet counts c: n
+// equal flows count n, and a control connection beside one bulk flow counts nearly
+// nothing.
+type flows struct {
+	start int64 // the epoch's first packet, ns
+	key   [flowSlots]uint32
+	n     [flowSlots]uint32
+	last  atomic.Uint64 // the last whole epoch's count, math.Float64bits
+}
+
+// add counts a data packet (Ethernet, IPv4) at now.
+func (f *flows) add(frame []byte, now int64) {
+	if now-f.start >= flowEpoch {
+		f.roll(now)
+	}
+	k, ok := flowKey(frame)
+	if !ok {
+		return
+	}
+	for i := range flowSlots {
+		j := (int(k) + i) % flowSlots
+		if f.n[j] == 0 {
+			f.key[j], f.n[j] = k, 1
+			return
+		}
+		if f.key[j] == k {
+			f.n[j]++
+			return
+		}
+	}
+}
+
+// roll ends the epoch: a tunnel idle for a whole epoch had no flows in it.
+func (f *flows) roll(now int64) {
+	var sum, sq float64
+	for i, c := range f.n {
+		sum += float64(c)
+		sq += float64(c) * float64(c)
+		f.n[i] = 0
+	}
+	eff := 0.0
+	if sq > 0 && now-f.start < 2*flowEpoch {
+		eff = sum * sum / sq
+	}
+	f.last.Store(math.Float64bits(eff))
+	f.start = now
+}
+
+// Flows is the effective number of data flows over the last whole epoch (0: none).
+func (b *Buffer) Flows() float64 { return math.Float64frombits(b.flows.last.Load()) }
+
+// flowKey hashes an IPv4 frame's addresses, protocol and, for TCP and UDP, ports (FNV-1a).
+func flowKey(f []byte) (uint32, bool) {
+	const eth = 14
+	if len(f) < eth+20 || f[eth]>>4 != 4 {
+		return 0, false
+	}
+	ihl := int(f[eth]&0x0f) * 4
+	end := eth + 20 // protocol byte 9, addresses 12-19
+	if p := f[eth+9]; (p == 6 || p == 17) && len(f) >= eth+ihl+4 {
+		end = eth + ihl + 4
+	}
+	h := uint32(2166136261)
+	for i := eth + 9; i < end; i++ {
+		if i >= eth+10 && i < eth+12 || i >= eth+20 && i < eth+ihl { // checksum, options
+			continue
+		}
+		h = (h ^ uint32(f[i])) * 16777619
+	}
+	return h, true
+}
