@@ -46,7 +46,11 @@ func (c *Controller) Paths(_ context.Context, req *pb.PathsRequest) (*pb.PathsRe
 	out := &pb.PathsResponse{}
 	for _, d := range c.dirs {
 		if req.TunnelId == 0 || d.tunnel.ID == req.TunnelId {
-			out.Directions = append(out.Directions, d.view())
+			v := d.view()
+			if _, held := c.adopted[d]; held {
+				v.Measuring = true
+			}
+			out.Directions = append(out.Directions, v)
 		}
 	}
 	if req.TunnelId != 0 && len(out.Directions) == 0 {

@@ -180,9 +180,10 @@ def wait_mode(lab, config, timeout=10):
 
 def wait_estimates(lab, timeout=10):
     """Waits until the controller has every path up with a known one-way delay both ways
-    and a known capacity towards h2: what a controller that runs all along knows before
-    a flow starts (it probes idle paths). The lab starts it anew for each configuration;
-    a flow that starts first is split on guesses."""
+    and a known capacity towards h2, and has stopped holding the split it found: what a
+    controller that runs all along knows before a flow starts (it probes idle paths).
+    The lab starts it anew for each configuration; a flow that starts first is split on
+    guesses, or on the lab's equal weights."""
     deadline = time.monotonic() + timeout
     known = lambda v: v is not None and v != "NaN"
     while time.monotonic() < deadline:
@@ -193,7 +194,9 @@ def wait_estimates(lab, timeout=10):
             timeout=10,
         )
         dirs = json.loads(p.stdout or "{}").get("directions", []) if p.returncode == 0 else []
-        if dirs and all(
+        # measuring: the controller still holds the split it found (the lab's equal
+        # weights) until the probe trains have measured every path.
+        if dirs and not any(d.get("measuring") for d in dirs) and all(
             pv.get("up")
             and known(pv.get("owdUs"))
             and (not d.get("from", "").startswith("h1") or known(pv.get("capacityBps")))

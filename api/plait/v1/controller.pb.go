@@ -599,7 +599,8 @@ type Direction struct {
 	Reordered     float64                `protobuf:"fixed64,8,opt,name=reordered,proto3" json:"reordered,omitempty"`                           // reordered fraction, last interval
 	InterPath     float64                `protobuf:"fixed64,9,opt,name=inter_path,json=interPath,proto3" json:"inter_path,omitempty"`          // of which inter-path (delay skew)
 	Paths         []*PathView            `protobuf:"bytes,10,rep,name=paths,proto3" json:"paths,omitempty"`
-	Reason        string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"` // why the optimiser chose this split
+	Reason        string                 `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`        // why the optimiser chose this split
+	Measuring     bool                   `protobuf:"varint,12,opt,name=measuring,proto3" json:"measuring,omitempty"` // the split is the one the sender had, held while its paths are measured (at most 2 s)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,6 +710,13 @@ func (x *Direction) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Direction) GetMeasuring() bool {
+	if x != nil {
+		return x.Measuring
+	}
+	return false
 }
 
 type PathsResponse struct {
@@ -943,7 +951,7 @@ const file_controller_proto_rawDesc = "" +
 	"\x06rx_bps\x18\n" +
 	" \x01(\x01R\x05rxBps\x12$\n" +
 	"\x0edelay_param_us\x18\v \x01(\x01R\fdelayParamUs\x12\x15\n" +
-	"\x06in_use\x18\f \x01(\bR\x05inUse\"\xbf\x02\n" +
+	"\x06in_use\x18\f \x01(\bR\x05inUse\"\xdd\x02\n" +
 	"\tDirection\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
@@ -958,7 +966,8 @@ const file_controller_proto_rawDesc = "" +
 	"inter_path\x18\t \x01(\x01R\tinterPath\x12(\n" +
 	"\x05paths\x18\n" +
 	" \x03(\v2\x12.plait.v1.PathViewR\x05paths\x12\x16\n" +
-	"\x06reason\x18\v \x01(\tR\x06reason\"D\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12\x1c\n" +
+	"\tmeasuring\x18\f \x01(\bR\tmeasuring\"D\n" +
 	"\rPathsResponse\x123\n" +
 	"\n" +
 	"directions\x18\x01 \x03(\v2\x13.plait.v1.DirectionR\n" +
