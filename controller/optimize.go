@@ -34,13 +34,14 @@ func (t target) shares() []float64 {
 		if !t.up[i] {
 			continue
 		}
-		switch t.mode {
-		case pb.Mode_MODE_RR:
+		// A split adopted from a sender may lack weights or estimates for its mode.
+		switch {
+		case t.mode == pb.Mode_MODE_RR:
 			w[i] = 1
-		case pb.Mode_MODE_WRR:
+		case t.mode == pb.Mode_MODE_WRR && i < len(t.weights):
 			w[i] = t.weights[i]
-		case pb.Mode_MODE_EDPF:
-			w[i] = t.est[i].RateBps
+		case t.mode == pb.Mode_MODE_EDPF && i < len(t.est):
+			w[i] = t.est[i].GetRateBps()
 		}
 	}
 	var sum float64

@@ -673,3 +673,17 @@ func TestLeanDropsMarginalPath(t *testing.T) {
 		}
 	}
 }
+
+// A split adopted from a sender may name a mode without the weights or estimates it reads
+// (an agent set to edpf that was never given estimates): its shares are none, not a panic
+// in the loop that writes splits and logs the paths in use.
+func TestSharesOfAnIncompleteSplit(t *testing.T) {
+	for _, tg := range []target{
+		{mode: pb.Mode_MODE_EDPF, up: []bool{true, true}},
+		{mode: pb.Mode_MODE_WRR, up: []bool{true, true}},
+	} {
+		if w := tg.shares(); len(w) != 2 || w[0] != 0 || w[1] != 0 {
+			t.Errorf("%v without its inputs: shares %v, want none", tg.mode, w)
+		}
+	}
+}
