@@ -74,37 +74,54 @@ static __always_inline int next_up(const struct tx_cfg *cfg, __u32 p)
 	return -1;
 }
 
+/* All ones when x is negative, else 0. Opaque to the compiler, which would otherwise make
+ * a mask of it a branch again (BPF has no conditional move): where the sign changes from
+ * one packet to the next, a mispredicted branch costs more than the arithmetic. */
+static __always_inline __u64 sign_mask(__u64 x)
+{
+	__u64 m = (__s64)x >> 63;
+	asm volatile("" : "+r"(m));
+	return m;
+}
+
+/* The later of two times below 2^63, without a branch. */
+static __always_inline __u64 later(__u64 a, __u64 b)
+{
+	__u64 d = a - b;
+	return a - (d & sign_mask(d));
+}
+
 /* Earliest estimated delivery: the path where this packet would arrive first if every
  * path drained its virtual queue at its estimated rate. Lock-free: when two CPUs choose at
  * once, each still advances the chosen queue by its own packet, so no backlog is lost; at
- * worst one of them chose with a view one packet old. */
+ * worst one of them chose with a view one packet old. Which path is first changes from
+ * packet to packet, so the choice is made with masks rather than branches (times are ns
+ * of the monotonic clock, plus at most 2^38 of transmission and 2^32 of delay: below
+ * 2^63). */
 static __always_inline int pick_edpf(const struct tx_cfg *cfg, struct tx_state *st,
 				     __u64 now, __u32 wire_len)
 {
-	int best = -1;
-	__u64 best_arrival = ~0ULL, best_tx = 0;
+	__u64 best = PLAIT_MAX_PATHS, best_arrival = 1ULL << 63, best_tx = 0;
 
 #pragma unroll
 	for (int i = 0; i < PLAIT_MAX_PATHS; i++) {
 		const struct tx_path *p = &cfg->paths[i];
 		if (i >= cfg->n_paths || !((cfg->up_mask >> i) & 1) || !p->byte_time)
 			continue;
-		__u64 busy = st->busy_until[i];
 		__u64 tx = ((__u64)wire_len * p->byte_time) >> 10;
-		__u64 arrival = (busy > now ? busy : now) + tx + p->delay_ns;
-		if (arrival < best_arrival) {
-			best = i;
-			best_arrival = arrival;
-			best_tx = tx;
-		}
+		__u64 arrival = later(st->busy_until[i], now) + tx + p->delay_ns;
+		/* All ones when this path is first so far. */
+		__u64 first = sign_mask(arrival - best_arrival);
+		best ^= (best ^ i) & first;
+		best_arrival ^= (best_arrival ^ arrival) & first;
+		best_tx ^= (best_tx ^ tx) & first;
 	}
-	if (best < 0 || best >= PLAIT_MAX_PATHS)
+	if (best >= PLAIT_MAX_PATHS)
 		return -1;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		__u64 busy = *(volatile __u64 *)&st->busy_until[best];
-		__u64 done = (busy > now ? busy : now) + best_tx;
-		if (__sync_val_compare_and_swap(&st->busy_until[best], busy, done) == busy)
+		if (__sync_val_compare_and_swap(&st->busy_until[best], busy, later(busy, now) + best_tx) == busy)
 			break;
 	}
 	return best;
