@@ -159,12 +159,17 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 // Links that send once per 1 ms TTI deliver an idle path's probe trains in a burst or
 // two; the controller still reads each path's capacity from them. Read pair by pair,
 // only the pairs that straddle a burst were counted, and every path read one packet a
-// tick (S1-4's 36 Mbit/s path at 9-11 Mbit/s), which starved the fast paths.
+// tick (S1-4's 36 Mbit/s path at 9-11 Mbit/s), which starved the fast paths. The
+// reading is judged over several seconds of trains: on a loaded machine a train now and
+// then reads a path at about half its rate (path i at 19.9 Mbit/s, 1 run in 10: a
+// process that sends or forwards the train stalled inside it), which later trains age
+// out; a misreading every train repeats never comes within the band.
 func TestIdleCapacityThroughTTIBursts(t *testing.T) {
 	if bin == "" {
 		t.Skip("needs root")
 	}
 	paths := []labnet.Path{{Name: "i", Rate: "36mbit", Delay: "20ms"}, {Name: "ii", Rate: "18mbit", Delay: "35ms"}, {Name: "iv", Rate: "7mbit", Delay: "45ms"}}
+	want := []float64{36e6, 18e6, 7e6}
 	lab := labnet.New(t, bin, paths, labnet.Options{Tick: time.Millisecond})
 	stop := lab.StartController("auto", nil)
 	defer stop()
@@ -175,12 +180,21 @@ func TestIdleCapacityThroughTTIBursts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for i, p := range forward(t, ctl).Paths {
-		want := []float64{36e6, 18e6, 7e6}[i]
-		t.Logf("path %s: capacity %.1f Mbit/s (link %.0f)", paths[i].Name, p.CapacityBps/1e6, want/1e6)
-		if math.Abs(p.CapacityBps-want) > 0.35*want {
-			t.Errorf("path %s: capacity %.1f Mbit/s from probe trains, want %.0f ±35 %%", paths[i].Name, p.CapacityBps/1e6, want/1e6)
+	var off []string
+	for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		off = nil
+		for i, p := range forward(t, ctl).Paths {
+			if math.Abs(p.CapacityBps-want[i]) > 0.35*want[i] {
+				off = append(off, fmt.Sprintf("path %s at %.1f Mbit/s (link %.0f)", paths[i].Name, p.CapacityBps/1e6, want[i]/1e6))
+			}
 		}
+		if len(off) == 0 || time.Now().After(deadline) {
+			break
+		}
+		t.Logf("not yet within ±35 %% of the links: %s", strings.Join(off, ", "))
+	}
+	if len(off) > 0 {
+		t.Errorf("capacities from probe trains still outside ±35 %% of the links after 8 s more: %s", strings.Join(off, ", "))
 	}
 }
 
