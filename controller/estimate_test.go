@@ -263,6 +263,34 @@ func feed(n int, report func(k int) (pkts, lost uint64, owdMin, owdMean float64)
 	return est
 }
 
+// One report's minimum is no base: two reports must agree on it. A report 2 ms under
+// a steady path's base would read every later packet as queued (sweep-5-19: a 24.6
+// Mbit/s path then measured busy at 1.95), and one whose delay passed what a signed
+// 32-bit nanosecond difference holds reads as -2.1 s (sweep-5-02, a path's first).
+func TestOneLowReportIsNoBase(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		at   int
+		low  float64
+	}{
+		{"2 ms under the base", 30, 16e3},
+		{"-2.1 s, the path's first", 0, -2.1e6},
+	} {
+		est := feed(60, func(k int) (uint64, uint64, float64, float64) {
+			switch {
+			case k == c.at:
+				return 10, 0, c.low, 19e3
+			case k < 20: // probes
+				return 0, 0, 18e3, 18.2e3
+			}
+			return 10, 0, 18.5e3, 19e3
+		})
+		if est.Base != 18e3 || est.Busy {
+			t.Errorf("%s: base %.0f µs, busy %v; want 18000 and not busy", c.name, est.Base, est.Busy)
+		}
+	}
+}
+
 // A queue held full at its drop-tail limit holds its delay still, like a longer path,
 // but drops what overflows it: it is no step of the base.
 func TestFullQueueIsNotALongerPath(t *testing.T) {
