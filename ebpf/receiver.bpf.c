@@ -395,7 +395,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	__u32 tx_ns = bpf_ntohl(ph->tx_ns);
 	__u32 path_seq = bpf_ntohl(ph->path_seq);
 	__u32 seq = bpf_ntohl(ph->seq);
-	__u32 frame_len = (void *)ip + ip_len - data;
+	__u32 frame_len = sizeof(struct ethhdr) + ip_len; /* ip follows eth: no pointer arithmetic to narrow */
 	int probe = flags & PLAIT_F_PROBE;
 	if (repair) {
 		/* A repair fills a hole: taken once (anti-replay: the lost seq was never seen, a

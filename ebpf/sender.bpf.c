@@ -366,7 +366,7 @@ static __always_inline int send(struct __sk_buff *skb)
 
 	if (inner_len + encap_len > cfg->mtu)
 		return verdict(SND_DROP_TOO_BIG, TC_ACT_SHOT);
-	__u32 seq;
+	__u32 seq = 0; /* set unless p < 0; left undefined, clang 19 spills an unset register */
 	int p = pick_path(cfg, st, now, inner_len, skb->len + encap_len, &seq);
 	if (p < 0 || p >= PLAIT_MAX_PATHS)
 		return verdict(SND_DROP_NO_PATH, TC_ACT_SHOT);
