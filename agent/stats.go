@@ -162,12 +162,10 @@ func (s *sampler) sample() {
 }
 
 // stats computes a tunnel's statistics over the last window, or, when since names the
-// sample a previous report ended at and a newer one exists, from that sample on: a
-// stream's reports then tile time. Windows by length overlapped the previous report's
-// whenever the sampler's ticks drifted against the stream's (3 % of pair reports and
-// 8 % of minimum delays repeated the one before), and the controller counted a train
-// twice: two of a 20 Mbit/s path's three readings were one batch read at 5.8 Gbit/s,
-// and its lower median took that. It returns the sample the report ends at.
+// sample a previous report ended at and a newer one exists, from that sample on, so that
+// a stream's reports tile time: by window length they overlapped whenever the sampler's
+// ticks drifted against the stream's, and the controller counted a probe train twice.
+// It returns the sample the report ends at.
 func (s *sampler) stats(t *tunnel, paths []pathView, window time.Duration, since uint64) (*pb.TunnelStats, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
