@@ -257,7 +257,14 @@ func (s *siege) inject(t *testing.T, link string, frames [][]byte) {
 		to := &unix.SockaddrLinklayer{Ifindex: l.Attrs().Index, Halen: 6}
 		for _, f := range frames {
 			copy(to.Addr[:], f[:6])
-			if err := unix.Sendto(fd, f, 0, to); err != nil {
+			// ENOBUFS: the peer's receive ring was full and the frame was dropped before
+			// the receiver saw it (10^5 frames outrun a loaded CPU); send it again.
+			err := unix.Sendto(fd, f, 0, to)
+			for deadline := time.Now().Add(time.Second); err == unix.ENOBUFS && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Microsecond)
+				err = unix.Sendto(fd, f, 0, to)
+			}
+			if err != nil {
 				return err
 			}
 		}
