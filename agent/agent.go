@@ -152,7 +152,7 @@ func (a *Agent) Run(ctx context.Context) {
 		case <-tick.C:
 			a.stats.sample()
 			a.renewResequencers()
-			a.armTaps()
+			a.tendTaps()
 			if time.Since(lastResolve) >= resolveEvery {
 				a.resolvePending()
 				lastResolve = time.Now()

@@ -40,12 +40,21 @@ type repairs struct {
 	taps  map[uint32]map[tapKey]*tap // by tunnel id
 	count map[uint32]*repairCounters // by tunnel id
 	gaps  *datapath.GapReader        // open while a tunnel repairs
-	// The tunnels whose peer has asked for a repair: only they keep copies, so that a
-	// tunnel whose paths lose nothing pays nothing for repair (the copies cost the
-	// sending host about 3-5 µs a packet). The first losses go to TCP while the taps open.
-	armed map[uint32]bool
-	arm   atomic.Bool // a request found its tunnel's taps closed: open them (armTaps)
+	// A tunnel that repairs keeps copies from its first packet: a flow's first random
+	// losses come in its slow start, where TCP pays most for one (LTE-4: the one loss
+	// that went to TCP while the taps opened on the first request cut the window to
+	// 168-300 packets of the 520 the paths hold, and cubic regrew it for seconds). One
+	// whose taps kept quietAfter packets since the peer last asked closes them (quiet),
+	// as its paths lose too little to pay for a copy of every packet (3-5 µs of the
+	// sending host), until the peer asks again; that loss goes to TCP while they open.
+	quiet      map[uint32]bool
+	quietAfter uint64
+	arm        atomic.Bool // a request found its tunnel's taps closed: open them (tendTaps)
 }
+
+// quietAfter: a path that loses 0.05 % (issue 30's floor) of a quarter of a flow loses 8
+// of so many packets on average, and one that loses none of them too little to matter.
+const quietAfter = 1 << 16
 
 type tapKey struct {
 	ifindex, mtu int
@@ -60,10 +69,11 @@ func (t *tunnel) tapKey(p *path) tapKey {
 
 type repairCounters struct {
 	asked, congested, resent, missing atomic.Uint64
+	askedAt                           uint64 // packets the taps had kept at the last request; r.mu
 }
 
 func newRepairs() *repairs {
-	return &repairs{fbs: map[uint32]*feedback{}, taps: map[uint32]map[tapKey]*tap{}, count: map[uint32]*repairCounters{}, armed: map[uint32]bool{}}
+	return &repairs{fbs: map[uint32]*feedback{}, taps: map[uint32]map[tapKey]*tap{}, count: map[uint32]*repairCounters{}, quiet: map[uint32]bool{}, quietAfter: quietAfter}
 }
 
 // setFeedback records tunnel id's report channel (nil: it has none).
@@ -106,17 +116,18 @@ func (a *Agent) repair(t *tunnel) error {
 		r.gaps = g
 		go a.readGaps(g)
 	}
-	r.counters(id)
+	c := r.counters(id)
 	want := map[tapKey]bool{}
 	for _, p := range t.paths {
-		if r.armed[id] {
+		if !r.quiet[id] {
 			want[t.tapKey(p)] = true
 		}
 	}
 	taps := r.taps[id]
-	if taps == nil {
+	if len(taps) == 0 {
 		taps = map[tapKey]*tap{}
 		r.taps[id] = taps
+		c.askedAt = 0 // new taps count from 0
 	}
 	for k, tp := range taps {
 		if !want[k] {
@@ -137,10 +148,23 @@ func (a *Agent) repair(t *tunnel) error {
 	return nil
 }
 
-// armTaps opens the taps of the tunnels whose peer asked for a repair since the last
-// call; called in the agent's namespace (Run), where the taps' sockets must be made.
-func (a *Agent) armTaps() {
-	if !a.rep.arm.Swap(false) {
+// tendTaps closes the taps of the tunnels that kept quietAfter packets since their peer
+// last asked for a repair, and opens those of quiet tunnels whose peer asked since the
+// last call; called in the agent's namespace (Run), where the taps' sockets must be made.
+func (a *Agent) tendTaps() {
+	r := a.rep
+	r.mu.Lock()
+	for id, taps := range r.taps {
+		if len(taps) != 0 && keptBy(taps)-r.counters(id).askedAt > r.quietAfter {
+			for _, tp := range taps {
+				tp.close()
+			}
+			delete(r.taps, id)
+			r.quiet[id] = true
+		}
+	}
+	r.mu.Unlock()
+	if !r.arm.Swap(false) {
 		return
 	}
 	a.mu.Lock()
@@ -150,6 +174,14 @@ func (a *Agent) armTaps() {
 			a.opts.log.Warn("repair: open taps", "tunnel", t.cfg.Id, "err", err)
 		}
 	}
+}
+
+// keptBy is how many packets taps have kept.
+func keptBy(taps map[tapKey]*tap) (n uint64) {
+	for _, tp := range taps {
+		n += tp.kept.Load()
+	}
+	return n
 }
 
 // stopRepair closes the tunnel's taps; called with a.mu held. The counters stay while
@@ -162,7 +194,7 @@ func (a *Agent) stopRepair(id uint32) {
 		tp.close()
 	}
 	delete(r.taps, id)
-	delete(r.armed, id)
+	delete(r.quiet, id)
 }
 
 // forgetRepair stops the repair of a tunnel that is removed, counters and all.
@@ -333,11 +365,12 @@ func (a *Agent) resend(id uint32, q request) {
 	a.rep.mu.Lock()
 	src, dst := a.rep.taps[id][t.tapKey(from)], a.rep.taps[id][t.tapKey(&via)]
 	c := a.rep.counters(id)
+	c.askedAt = keptBy(a.rep.taps[id])
 	closed := src == nil || dst == nil
 	if closed {
 		c.missing.Add(uint64(q.count))
-		if !a.rep.armed[id] {
-			a.rep.armed[id] = true
+		if a.rep.quiet[id] {
+			delete(a.rep.quiet, id)
 			a.rep.arm.Store(true)
 		}
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -8,15 +9,17 @@ import (
 	"github.com/plait/plait/wire"
 )
 
-// A tunnel with repair on keeps no copies until its peer asks for a repair: a flow over
-// paths that lose nothing opens no tap. The first request, over the real report
-// channel, finds nothing kept (counted as not kept) and opens the sender's taps on every
-// path, which keep the packets sent from then on.
-func TestRepairTapsOpenOnFirstRequest(t *testing.T) {
+// A tunnel that repairs keeps copies from its first packet; once its taps have kept
+// quietAfter packets with no request they close, and the peer's next request opens them
+// again (the packets it asked for were not kept: missing).
+func TestRepairTapsCloseOnAQuietTunnel(t *testing.T) {
 	p := newPair(t, 2)
 	p.configureBoth(t, 2, func(c *pb.TunnelConfig, end int) { c.PeerAddress, c.Repair = peerAddress(end), true })
 	runLiveness(t, p.h1, p.a1)
 	runLiveness(t, p.h2, p.a2)
+	p.a1.rep.mu.Lock()
+	p.a1.rep.quietAfter = 30
+	p.a1.rep.mu.Unlock()
 	stats := func() (*pb.RepairStats, int) {
 		p.a1.mu.Lock()
 		t := p.a1.tunnels[7]
@@ -26,10 +29,24 @@ func TestRepairTapsOpenOnFirstRequest(t *testing.T) {
 		defer p.a1.rep.mu.Unlock()
 		return q, len(p.a1.rep.taps[7])
 	}
-	p.h1.Run("ping", "-c", "20", "-i", "0.01", "-W", "1", "10.99.0.2")
-	if q, taps := stats(); taps != 0 || q.Kept != 0 {
-		t.Fatalf("before any request: %d taps open, %d packets kept; want none", taps, q.Kept)
+	waitTaps := func(want int, why string) *pb.RepairStats {
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			q, taps := stats()
+			if taps == want {
+				return q
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s: %d taps open, want %d", why, taps, want)
+			}
+		}
 	}
+	waitTaps(2, "a new tunnel")
+	p.h1.Run("ping", "-c", "20", "-i", "0.01", "-W", "1", "10.99.0.2")
+	if q, taps := stats(); taps != 2 || q.Kept < 20 {
+		t.Fatalf("after 20 pings: %d taps, %d packets kept; want 2 and at least 20", taps, q.Kept)
+	}
+	p.h1.Run("ping", "-c", "20", "-i", "0.01", "-W", "1", "10.99.0.2")
+	waitTaps(0, "40 packets kept with no request")
 	var f *feedback
 	for end := time.Now().Add(5 * time.Second); f == nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -42,14 +59,8 @@ func TestRepairTapsOpenOnFirstRequest(t *testing.T) {
 	if err := f.ask(request{path: 0, via: 0, first: 1, count: 1}, []wire.Key{testKey}); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		q, taps := stats()
-		if taps == 2 && q.Missing == 1 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("after a request: %d taps open, %d packets not kept; want 2 and 1", taps, q.Missing)
-		}
+	if q := waitTaps(2, "after a request"); q.Missing != 1 {
+		t.Errorf("after a request to a quiet tunnel: %d packets not kept, want 1", q.Missing)
 	}
 	p.h1.Run("ping", "-c", "20", "-i", "0.01", "-W", "1", "10.99.0.2")
 	if q, _ := stats(); q.Kept < 20 {
@@ -62,22 +73,18 @@ func TestRepairTapsOpenOnFirstRequest(t *testing.T) {
 // what keeping a copy of every packet sent costs the sending host at the highest rate it
 // reaches (the kernel's clone of each frame for the tap and the filter, and the agent's
 // tap thread), and that thread's CPU time per packet kept (its system calls included).
-// No path loses anything, so nothing is asked for or resent; the sender's taps are
-// opened as a peer's first request opens them (without one, a tunnel that loses nothing
-// keeps no copies: TestRepairTapsOpenOnFirstRequest).
+// No path loses anything, so nothing is asked for or resent; the sender's taps are open
+// as they are from a tunnel's start (until quietAfter packets pass with no request:
+// TestRepairTapsCloseOnAQuietTunnel).
 func BenchmarkRepairCeiling(b *testing.B) {
 	const rounds = 3
 	for b.Loop() {
 		p := newPair(b, 3)
+		p.a1.rep.mu.Lock()
+		p.a1.rep.quietAfter = math.MaxUint64 // a round sends more than quietAfter packets
+		p.a1.rep.mu.Unlock()
 		set := func(on bool) {
 			p.configureBoth(b, 3, func(c *pb.TunnelConfig, end int) { c.PeerAddress, c.Repair = peerAddress(end), on })
-			if on { // as after the peer's first request; the sampler opens the taps
-				p.a1.rep.mu.Lock()
-				p.a1.rep.armed[7] = true
-				p.a1.rep.mu.Unlock()
-				p.a1.rep.arm.Store(true)
-				time.Sleep(100 * time.Millisecond)
-			}
 		}
 		kept := ceiling(b, p, rounds, set, "tap-ns/pkt", func() (uint64, uint64) {
 			p.a1.mu.Lock()

@@ -20,10 +20,11 @@ import (
 // sender's eBPF program redirects them there, and the kernel's taps see every frame a
 // device transmits) through a classic BPF filter that takes the tunnel's data packets
 // only. Nothing changes in the sender's program, and a tunnel without repair, or whose
-// peer never asked for one (repairs.armed), pays nothing. The socket reads into the
-// slots themselves, in arrival order; an index by (path, path_seq) finds them. With
-// PACKET_VNET_HDR each frame comes with its checksum state: a frame whose TCP checksum
-// the interface was still to fill in is resent so, and the kernel fills it in then.
+// peer has not asked for one for a long while (repairs.quiet), pays nothing. The socket
+// reads into the slots themselves, in arrival order; an index by (path, path_seq) finds
+// them. With PACKET_VNET_HDR each frame comes with its checksum state: a frame whose TCP
+// checksum the interface was still to fill in is resent so, and the kernel fills it in
+// then.
 //
 // tapSlots is 200 ms of a 240 Mbit/s path in 1500-byte packets: a repair is asked for
 // about a round trip after the loss.

@@ -20,8 +20,6 @@ import (
 // reaches TCP, which retransmits it. The first second is left out of the count: while
 // the flow's slow start raises a path's delay into the upper half of its range, the
 // agent takes a loss there for the queue's overflow and leaves it to TCP (repairView).
-// With repair on, so is the time before the first request: the sender keeps copies only
-// from then on.
 //
 // Most runs end with 0 segments out of order and 0 retransmissions, but not every
 // loss can be repaired in time: the last packet a path carries in one of iperf3's
