@@ -52,8 +52,9 @@ type repairs struct {
 	arm        atomic.Bool // a request found its tunnel's taps closed: open them (tendTaps)
 }
 
-// quietAfter: a path that loses 0.05 % (issue 30's floor) of a quarter of a flow loses 8
-// of so many packets on average, and one that loses none of them too little to matter.
+// quietAfter: a path that loses 0.05 % (the least loss the controller is to see) of a
+// quarter of a flow loses 8 of so many packets on average; one that loses none of them
+// loses too little to matter.
 const quietAfter = 1 << 16
 
 type tapKey struct {
