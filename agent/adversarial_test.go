@@ -599,5 +599,33 @@ func TestForgedMeasurementsAreNotBelieved(t *testing.T) {
 			t.Errorf("forged send times: %d held; delay sum %d -> %d, samples %d -> %d, min %d -> %d, smoothed %.0f -> %.0f",
 				a.DelayHeld-b.DelayHeld, b.OwdSumNs, a.OwdSumNs, b.OwdCnt, a.OwdCnt, b.OwdMinNs, a.OwdMinNs, b.OwdEwmaNs, a.OwdEwmaNs)
 		}
+		// Untagged, they do not keep the path alive either (TestHeldDelayIsStillAnArrival).
+		if a.LastRxNs != b.LastRxNs {
+			t.Errorf("forged send times moved the path's last arrival %d -> %d", b.LastRxNs, a.LastRxNs)
+		}
 	})
+}
+
+// With tags, a packet whose send time is far from the path's delay is still the peer's:
+// its delay is held, but the path was heard, which its liveness counts (K1's 200 kbit/s
+// path, its queue growing by 60 ms a packet, had its samples held and read as silent
+// while it delivered).
+func TestHeldDelayIsStillAnArrival(t *testing.T) {
+	s := newSiege(t, nil)
+	s.legitimate(t, 5)
+	before := s.counts(t)
+	f := s.forgery(t)
+	f.key = &testKey
+	f.hdr.TxNs += 1 << 30
+	s.inject(t, "eth1", [][]byte{f.frame(t, s)})
+	if got := s.received(t, 100*time.Millisecond); len(got) != 1 {
+		t.Errorf("%d of 1 tagged packets from the peer were passed on", len(got))
+	}
+	b, a := before.Rx.Paths[0], s.counts(t).Rx.Paths[0]
+	if a.DelayHeld-b.DelayHeld != 1 || a.OwdCnt != b.OwdCnt {
+		t.Errorf("a send time a second off: %d held, delay samples %d -> %d; want 1 held, none taken", a.DelayHeld-b.DelayHeld, b.OwdCnt, a.OwdCnt)
+	}
+	if a.LastRxNs <= b.LastRxNs {
+		t.Errorf("the path's last arrival stayed at %d after a tagged packet with a held delay", b.LastRxNs)
+	}
 }

@@ -415,14 +415,14 @@ static __always_inline int receive(struct xdp_md *ctx)
 		return verdict(RCV_DROP_REPLAY, XDP_DROP);
 	} else if (probe) {
 		/* A probe's path_seq numbers the agent's probes on the path. */
-		if (measure_delay(pst, t, tx_ns, now) && tel)
+		if (measure_delay(pst, t, tx_ns, now, auth) && tel)
 			measure_telemetry(pst, tel, t->epoch);
 		measure_dispersion(&ps->probes, pst, path_seq, tx_ns, now, frame_len);
 		pst->probes++;
 		learn_port(t, slot, p, ip->saddr, sport);
 		return XDP_DROP;
 	} else {
-		if (measure_delay(pst, t, tx_ns, now) && tel)
+		if (measure_delay(pst, t, tx_ns, now, auth) && tel)
 			measure_telemetry(pst, tel, t->epoch);
 		pst->packets++;
 		pst->bytes += frame_len;

@@ -238,9 +238,12 @@ static __always_inline int replayed(struct rx_shared *sh, __u32 seq)
 
 /* One-way delay. A sample further than DELAY_WINDOW_NS from the path's smoothed delay is
  * used only when DELAY_CONFIRM in a row are: then the path's delay really changed.
- * Returns whether the sample was used. */
+ * Returns whether the sample was used. An authenticated packet held so still came from
+ * the peer on the path, which its liveness counts (K1's 200 kbit/s path, its queue
+ * growing by 60 ms a packet, had its samples held and read as silent while it
+ * delivered); without tags, a forger's send time must not keep a dead path alive. */
 static __always_inline int measure_delay(struct rx_path_stats *st, const struct rx_tunnel *t,
-					 __u32 tx_ns, __u64 now)
+					 __u32 tx_ns, __u64 now, int auth)
 {
 	__s64 owd = (__s32)((__u32)now - tx_ns - (__u32)t->bias_ns);
 	if (st->owd_cnt) {
@@ -248,6 +251,8 @@ static __always_inline int measure_delay(struct rx_path_stats *st, const struct 
 		if (off > DELAY_WINDOW_NS || off < -DELAY_WINDOW_NS) {
 			if (++st->delay_outliers < DELAY_CONFIRM) {
 				st->delay_held++;
+				if (auth)
+					st->last_rx_ns = now;
 				return 0;
 			}
 			st->owd_ewma_ns = owd;
