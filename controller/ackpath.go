@@ -8,10 +8,6 @@ import (
 // The path of a striped direction's ACKs. The reasons: docs/controller.md#ack-path.
 const (
 	ackMargin = 1.2 // the round trip exceeds the delay skew by this: Linux's reorder window
-	// The ACK stream's rate as a share of the data's: an ACK of up to 150 bytes on the
-	// wire (IPv4, TCP with timestamps and SACK blocks, the tunnel's headers, Ethernet)
-	// for every full-sized 1514-byte frame, as Linux acks every segment in quickack mode.
-	ackShare = 0.1
 )
 
 // ackReturn is the base one-way delay of the direction's ACKs, µs: their path's once the
@@ -33,12 +29,9 @@ func (o *optimizer) ackReturn(minBase float64) float64 {
 // It returns -1 while the delays are not known. A forward direction whose receiver
 // resequences (inOrder) shows TCP no skew at all, so its ACKs take the fastest path: on
 // fat+thin they went to the 1 Mbit/s, 101 ms path by the skew rule, and a 50 Mbit/s
-// flow's ACK stream collapsed the flow. Only a path whose capacity carries the ACKs of
-// the forward paths' summed capacity (ackShare) is chosen while one does: sweep-3-04's
-// ACKs of 42+11+2 Mbit/s took the fastest return path, of 1 Mbit/s, and lost 41 % of
-// them there.
+// flow's ACK stream collapsed the flow.
 func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator, inOrder bool) (int, string) {
-	var mean, rate float64
+	var mean float64
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, e := range fwd {
 		if i >= len(shares) || shares[i] == 0 {
@@ -49,7 +42,6 @@ func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator, inOrd
 		}
 		mean += shares[i] * e.est.Base
 		lo, hi = math.Min(lo, e.est.Base), math.Max(hi, e.est.Base)
-		rate += e.est.Capacity
 	}
 	if math.IsInf(lo, 0) {
 		return -1, ""
@@ -58,26 +50,20 @@ func ackPath(fwd []*pathEstimator, shares []float64, rev []*pathEstimator, inOrd
 	if inOrder {
 		skew = 0
 	}
-	carries := func(e *pathEstimator) bool { return !e.est.CapacityKnown || e.est.Capacity >= ackShare*rate }
 	best, slowest := -1, -1
-	for _, fits := range []bool{true, false} {
-		for j, e := range rev {
-			if !e.est.Alive || math.IsNaN(e.est.Base) || fits && !carries(e) {
-				continue
-			}
-			if slowest < 0 || e.est.Base > rev[slowest].est.Base {
-				slowest = j
-			}
-			if mean+e.est.Base >= ackMargin*skew && (best < 0 || e.est.Base < rev[best].est.Base) {
-				best = j
-			}
+	for j, e := range rev {
+		if !e.est.Alive || math.IsNaN(e.est.Base) {
+			continue
 		}
-		if best < 0 {
-			best = slowest
+		if slowest < 0 || e.est.Base > rev[slowest].est.Base {
+			slowest = j
 		}
-		if best >= 0 {
-			break
+		if mean+e.est.Base >= ackMargin*skew && (best < 0 || e.est.Base < rev[best].est.Base) {
+			best = j
 		}
+	}
+	if best < 0 {
+		best = slowest
 	}
 	if best < 0 {
 		return -1, ""
