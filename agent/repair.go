@@ -119,8 +119,8 @@ func (a *Agent) repair(t *tunnel) error {
 	}
 	c := r.counters(id)
 	want := map[tapKey]bool{}
-	for _, p := range t.paths {
-		if !r.quiet[id] {
+	if !r.quiet[id] {
+		for _, p := range t.paths {
 			want[t.tapKey(p)] = true
 		}
 	}
@@ -157,10 +157,7 @@ func (a *Agent) tendTaps() {
 	r.mu.Lock()
 	for id, taps := range r.taps {
 		if len(taps) != 0 && keptBy(taps)-r.counters(id).askedAt > r.quietAfter {
-			for _, tp := range taps {
-				tp.close()
-			}
-			delete(r.taps, id)
+			r.closeTaps(id)
 			r.quiet[id] = true
 		}
 	}
@@ -191,11 +188,16 @@ func (a *Agent) stopRepair(id uint32) {
 	r := a.rep
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closeTaps(id)
+	delete(r.quiet, id)
+}
+
+// closeTaps closes tunnel id's taps; called with r.mu held.
+func (r *repairs) closeTaps(id uint32) {
 	for _, tp := range r.taps[id] {
 		tp.close()
 	}
 	delete(r.taps, id)
-	delete(r.quiet, id)
 }
 
 // forgetRepair stops the repair of a tunnel that is removed, counters and all.
