@@ -96,6 +96,9 @@ type optimizer struct {
 	// seen is the share of the paths' random losses that reaches TCP: 1, or less where the
 	// tunnel repairs them before TCP sees the hole (see direction.unrepaired).
 	seen float64
+	// inOrder: the receiver resequences, so every packet reaches TCP as late as the
+	// slowest path in use delivers (see flowRTT).
+	inOrder bool
 }
 
 // A direction starts as bulk: a flow starting on the fastest path alone and then spread
@@ -133,6 +136,7 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 		o.reason = "every path is down, or none has carried a packet yet"
 		return t
 	}
+	o.inOrder = tcp.Resequenced
 	mode := model.EDPF
 	if o.bulkLoad(now, ests) {
 		mode = model.WRR

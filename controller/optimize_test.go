@@ -258,7 +258,7 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 	// signals runs the optimiser every 100 ms from..to with the paths' queues q, each
 	// growing by grow µs a step, and returns when it asked for a signal. Each step's
 	// quickest packet met floor of the queue.
-	floor := 1.0
+	floor, tcp := 1.0, model.TCP{}
 	signals := func(o *optimizer, ests []*pathEstimator, override string, from, to time.Duration, grow float64, q ...float64) []time.Duration {
 		var at []time.Duration
 		for d := from; d < to; d += 100 * time.Millisecond {
@@ -267,7 +267,7 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 				e.est.Owd = e.est.Base + q[i] + step*grow
 				e.floors = append(e.floors, timed{t0.Add(d), floor * (q[i] + step*grow)})
 			}
-			if o.decide(t0.Add(d), ests, override, nil, model.TCP{}).signal {
+			if o.decide(t0.Add(d), ests, override, nil, tcp).signal {
 				at = append(at, d)
 			}
 		}
@@ -317,6 +317,30 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 	if at := signals(newOptimizer(2, t0), k1, "auto", 0, 900*time.Millisecond, 10, 90e3, 90e3); len(at) != 1 {
 		t.Fatalf("K1's queues growing from 90 ms: signals at %v, want one", at)
 	}
+	// Resequenced, every packet reaches TCP at the slowest path's delay: the round trip
+	// is 45 + 20 ms, and 30 ms of queue is below half of it.
+	tcp.Resequenced = true
+	if at := signals(newOptimizer(len(caps), t0), known(caps, delays, 102e6), "auto", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
+		t.Fatalf("resequenced, queues of 30 ms against a 65 ms round trip were signalled at %v", at)
+	}
+	if at := signals(newOptimizer(len(caps), t0), known(caps, delays, 102e6), "auto", 0, 900*time.Millisecond, 10, 40e3, 40e3, 40e3, 40e3); len(at) != 1 {
+		t.Fatalf("resequenced, queues growing from 40 ms: signals at %v, want one", at)
+	}
+	tcp.Resequenced = false
+	// A queue that stands within the paths' jitter is noise: 30 ms ahead over a floor
+	// of 15 ms is no signal on paths of 10 ms of jitter, and is one without it.
+	floor = 0.5
+	jittery := known(caps, delays, 102e6)
+	for _, e := range jittery {
+		e.est.Jitter = 10e3
+	}
+	if at := signals(newOptimizer(len(caps), t0), jittery, "auto", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
+		t.Fatalf("a standing queue of 15 ms under 10 ms of jitter was signalled at %v", at)
+	}
+	if at := signals(newOptimizer(len(caps), t0), known(caps, delays, 102e6), "auto", 0, 900*time.Millisecond, 10, 30e3, 30e3, 30e3, 30e3); len(at) != 1 {
+		t.Fatalf("a standing queue of 15 ms without jitter: signals at %v, want one", at)
+	}
+	floor = 1
 	fixed := newOptimizer(len(caps), t0)
 	if at := signals(fixed, ests, "wrr", 0, 3*time.Second, 10, 30e3, 30e3, 30e3, 30e3); at != nil {
 		t.Fatalf("operator's wrr was signalled at %v", at)
