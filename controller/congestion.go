@@ -15,6 +15,7 @@ const (
 	signalFrac    = 0.5                    // queue ahead of this share of the base round trip
 	signalMin     = 5e3                    // µs: ... and at least this
 	signalSlack   = 4                      // packets more: a cut lands on whole segments
+	cubicBeta     = 0.3                    // the share of its window a cubic flow gives up on a loss
 	signalHold    = time.Second            // at most one signal this often ...
 	signalRTTs    = 4                      // ... and every this many round trips
 	standMin      = 100 * time.Millisecond // the queue stood this long (two reports) at least
@@ -61,7 +62,7 @@ func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64)
 	}
 	rising := queue > o.lastQueue
 	o.lastQueue = queue
-	if queue < signalLevel(rtt, rate) || !rising {
+	if queue < signalLevel(rtt, rate, o.flows) || !rising {
 		return false
 	}
 	// The queue ahead is predicted from what is in flight, and in slow start that swells
@@ -93,10 +94,14 @@ func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64)
 	return true
 }
 
-// signalLevel is the queue ahead, µs, at which a flow over a split of rate bit/s and a
-// base round trip of rtt µs gets its early signal.
-func signalLevel(rtt, rate float64) float64 {
-	return max(signalMin, signalFrac*rtt+signalSlack*frameBits/rate*1e6)
+// signalLevel is the queue ahead, µs, at which n flows over a split of rate bit/s and a
+// base round trip of rtt µs get an early signal. The signal cuts one flow's window, by
+// cubic's β of its share: the queue that keeps the paths busy through the cut is
+// rtt·(β/n)/(1−β/n), which signalFrac sets (with a margin) for one flow, and which a
+// flow among n needs (1−β)/(n−β) of.
+func signalLevel(rtt, rate, n float64) float64 {
+	n = max(n, 1)
+	return max(signalMin, signalFrac*(1-cubicBeta)/(n-cubicBeta)*rtt+signalSlack*frameBits/rate*1e6)
 }
 
 // flowRTT is a flow's base round trip over the split w, µs: data by share, ACKs back over
@@ -154,7 +159,7 @@ func (o *optimizer) triggerFor(now time.Time, ests []*pathEstimator, w []float64
 		rate = max(rate, r.v)
 	}
 	window := max(triggerMin, time.Duration(triggerRounds*rtt)*time.Microsecond)
-	return &pb.SignalTrigger{RateBps: rate, QueueUs: signalLevel(rtt, rate), StandingUs: rtt, WindowMs: uint32(window.Milliseconds())}
+	return &pb.SignalTrigger{RateBps: rate, QueueUs: signalLevel(rtt, rate, o.flows), StandingUs: rtt, WindowMs: uint32(window.Milliseconds())}
 }
 
 // sawTriggered takes the sender's count of triggered signals: the controller's own

@@ -99,6 +99,7 @@ type optimizer struct {
 	// inOrder: the receiver resequences, so every packet reaches TCP as late as the
 	// slowest path in use delivers (see flowRTT).
 	inOrder bool
+	flows   float64 // the data flows the receiver counts (0: not counted); see signalLevel
 }
 
 // A direction starts as bulk: a flow starting on the fastest path alone and then spread
@@ -136,7 +137,7 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 		o.reason = "every path is down, or none has carried a packet yet"
 		return t
 	}
-	o.inOrder = tcp.Resequenced
+	o.inOrder, o.flows = tcp.Resequenced, tcp.Flows
 	mode := model.EDPF
 	if o.bulkLoad(now, ests) {
 		mode = model.WRR

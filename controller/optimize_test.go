@@ -327,6 +327,16 @@ func TestOptimizerCongestionSignal(t *testing.T) {
 		t.Fatalf("resequenced, queues growing from 40 ms: signals at %v, want one", at)
 	}
 	tcp.Resequenced = false
+	// A signal cuts one of four flows: 10 ms of queue (of 5 ms needed through the cut of
+	// a quarter of the window) is a signal for four flows, not for one.
+	if at := signals(newOptimizer(len(caps), t0), known(caps, delays, 102e6), "auto", 0, 900*time.Millisecond, 10, 10e3, 10e3, 10e3, 10e3); at != nil {
+		t.Fatalf("one flow, queues of 10 ms were signalled at %v", at)
+	}
+	tcp.Flows = 4
+	if at := signals(newOptimizer(len(caps), t0), known(caps, delays, 102e6), "auto", 0, 900*time.Millisecond, 10, 10e3, 10e3, 10e3, 10e3); len(at) != 1 {
+		t.Fatalf("four flows, queues growing from 10 ms: signals at %v, want one", at)
+	}
+	tcp.Flows = 0
 	// A queue that stands within the paths' jitter is noise: 30 ms ahead over a floor
 	// of 15 ms is no signal on paths of 10 ms of jitter, and is one without it.
 	floor = 0.5
@@ -359,8 +369,8 @@ func TestOptimizerSignalTrigger(t *testing.T) {
 	g := o.decide(t0, ests, "auto", nil, model.TCP{}).trigger
 	rtt := 28.1e3 + 20e3 // by share one way, ACKs back
 	if g == nil || g.RateBps != 102.3e6 || math.Abs(g.StandingUs-rtt) > 200 ||
-		math.Abs(g.QueueUs-signalLevel(g.StandingUs, 102.3e6)) > 1 || g.WindowMs != 2000 {
-		t.Fatalf("trigger %v, want rate 102.3 Mbit/s, standing %.0f µs, queue %.0f µs, window 2 s", g, rtt, signalLevel(rtt, 102.3e6))
+		math.Abs(g.QueueUs-signalLevel(g.StandingUs, 102.3e6, 1)) > 1 || g.WindowMs != 2000 {
+		t.Fatalf("trigger %v, want rate 102.3 Mbit/s, standing %.0f µs, queue %.0f µs, window 2 s", g, rtt, signalLevel(rtt, 102.3e6, 1))
 	}
 	// A rate read lower (slow start's bursts) does not lower the trigger's for a while.
 	ests[0].est.Capacity = 21e6
