@@ -58,7 +58,11 @@ func (e *pathEstimator) busyCapacity(o Observation) {
 // alone), and a path in use that is fed short is the optimiser's to probe.
 func (e *pathEstimator) pairCapacity(o Observation) {
 	est := &e.est
-	if o.DispN >= 2 && o.DispBps > 0 {
+	// A report of one pair counts: a slow path's trains give one a report (K1's 200 kbit/s
+	// path sends a frame every 60 ms and reports come every 50 ms), and measured() asks
+	// for two reports anyway. Taking only reports of two or more, that path was read by
+	// a report's chance pair or never, and the flow was split to it at a 10 Mbit/s guess.
+	if o.DispN >= 1 && o.DispBps > 0 {
 		e.pairs = append(e.pairs, pairReport{o.At, o.DispBps, float64(o.DispN)})
 	}
 	// A path's pairs come a few a second, so an estimate over a count of them lags a

@@ -125,6 +125,21 @@ func TestPairsAddUpOverTrains(t *testing.T) {
 	}
 }
 
+// A slow path's probe trains give one pair a report (K1's 200 kbit/s path sends a frame
+// every 60 ms): two such reports measure it.
+func TestOnePairReportsMeasureASlowPath(t *testing.T) {
+	s := &synth{rate: 0.2e6, base: 45e3, offered: func(time.Duration) float64 { return 0 }, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	for i, bps := range []float64{198.7e3, 202.8e3} {
+		o := s.next(time.Duration(i)*step, false)
+		o.DispBps, o.DispN = bps, 1
+		e.update(o)
+	}
+	if est := e.est; !e.measured() || math.Abs(est.Capacity-200.75e3) > 100 {
+		t.Fatalf("capacity %.0f bit/s, measured=%v after two one-pair reports, want 200.75 kbit/s measured", est.Capacity, e.measured())
+	}
+}
+
 // A path measured busy at 3.5 Mbit/s whose capacity doubles while the split under-feeds
 // it (3 Mbit/s offered) never gets another busy stretch: packet pairs well above the
 // estimate raise it once the path has held no queue for a while while another path
