@@ -28,11 +28,11 @@ const (
 // fill every path's queue in step, so a loss-based TCP that probes past the paths'
 // capacity overflows all of them at once, which costs it several window reductions in a
 // row or a timeout, where the ideal link's single queue costs one. When the paths hold a
-// standing queue, and queue ahead of half a base round trip on average (weighted by
-// share: a share error of 2 % leaves one path nearly empty while the rest fill), the flow
-// has more in flight than the paths carry, so one early signal costs little goodput: the
-// window shrinks by cubic's 30 % and the queues absorb most of that. A queue that is
-// already shrinking needs no signal: the flow is backing off.
+// standing queue, and queue ahead of signalLevel on average (weighted by share: a share
+// error of 2 % leaves one path nearly empty while the rest fill), the flows have more in
+// flight than the paths carry, so one early signal costs little goodput: one window
+// shrinks by cubic's 30 % and the queues absorb that. A queue that is already shrinking
+// needs no signal: the flows are backing off.
 func (o *optimizer) congested(now time.Time, ests []*pathEstimator, w []float64) bool {
 	var total float64
 	for i, v := range w {
