@@ -3,6 +3,8 @@ package reseq
 import (
 	"math"
 	"sync/atomic"
+
+	"github.com/plait/plait/wire"
 )
 
 // flowEpoch is how long the flows are counted over before the count is read: long
@@ -67,12 +69,18 @@ func (f *flows) roll(now int64) {
 func (b *Buffer) Flows() float64 { return math.Float64frombits(b.flows.last.Load()) }
 
 // flowKey hashes an IPv4 frame's addresses, protocol and, for TCP and UDP, ports (FNV-1a).
+// The agents' own messages (liveness reports, repair requests: UDP to the tunnel's port)
+// are no flow: on K1 their few a second beside one flow of 85 packets a second counted
+// 1.1-1.7 flows.
 func flowKey(f []byte) (uint32, bool) {
 	const eth = 14
 	if len(f) < eth+20 || f[eth]>>4 != 4 {
 		return 0, false
 	}
 	ihl := int(f[eth]&0x0f) * 4
+	if f[eth+9] == 17 && len(f) >= eth+ihl+4 && int(f[eth+ihl+2])<<8|int(f[eth+ihl+3]) == wire.Port {
+		return 0, false
+	}
 	end := eth + 20 // protocol byte 9, addresses 12-19
 	if p := f[eth+9]; (p == 6 || p == 17) && len(f) >= eth+ihl+4 {
 		end = eth + ihl + 4

@@ -3,6 +3,8 @@ package reseq
 import (
 	"math"
 	"testing"
+
+	"github.com/plait/plait/wire"
 )
 
 // tcpFrame is an Ethernet frame of a TCP segment with payload from sport to port 5201.
@@ -19,8 +21,20 @@ func tcpFrame(sport uint16) []byte {
 	return f
 }
 
+// udpFrame is an Ethernet frame of a UDP datagram to the tunnel's port: an agent's
+// liveness report or repair request.
+func udpFrame() []byte {
+	f := make([]byte, 14+20+8+70)
+	ip := f[14:]
+	ip[0], ip[9] = 0x45, 17
+	copy(ip[12:], []byte{10, 99, 0, 1, 10, 99, 0, 2})
+	ip[20], ip[21], ip[22], ip[23] = wire.Port>>8, wire.Port&0xff, wire.Port>>8, wire.Port&0xff
+	return f
+}
+
 // Three equal bulk flows count three; a control connection beside them adds nearly
-// nothing; pure ACKs (the reverse flows' clock) are not flows; an idle second counts none.
+// nothing; pure ACKs (the reverse flows' clock) and the agents' own messages are not
+// flows; an idle second counts none.
 func TestFlowsCountsEffectiveFlows(t *testing.T) {
 	b := New(50e6, func([]byte) {})
 	seq := uint32(0)
@@ -34,6 +48,9 @@ func TestFlowsCountsEffectiveFlows(t *testing.T) {
 			push(tcpFrame(39999), at) // iperf3's control connection
 		}
 		push(ack, at)
+		if k%3 == 0 {
+			push(udpFrame(), at)
+		}
 		b.Expire(at)
 	}
 	push(tcpFrame(40000), 2e9+1)
