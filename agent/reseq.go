@@ -23,20 +23,21 @@ type reseqRun struct {
 	rs        *reseq.Resequencer
 	dev, peer uint32
 	mtu       int
+	port      uint32
 }
 
 // resequence starts, keeps or stops the tunnel's resequencer as its configuration says;
 // called with a.mu held, after the device is set up (apply).
 func (a *Agent) resequence(t *tunnel, dev uint32) error {
 	run := a.reseqs[t.cfg.Id]
-	if run != nil && (!t.cfg.Resequence || run.dev != dev || run.peer != t.devPeer || run.mtu != t.mtu) {
+	if run != nil && (!t.cfg.Resequence || run.dev != dev || run.peer != t.devPeer || run.mtu != t.mtu || run.port != t.cfg.Port) {
 		a.stopResequencer(t.cfg.Id, t.slot)
 		run = nil
 	}
 	if !t.cfg.Resequence || run != nil {
 		return nil
 	}
-	rs, err := reseq.Open(int(t.devPeer), t.devMAC, t.mtu, reseq.MaxHold)
+	rs, err := reseq.Open(int(t.devPeer), t.devMAC, t.mtu, reseq.MaxHold, uint16(t.cfg.Port))
 	if err != nil {
 		return status.Errorf(codes.FailedPrecondition, "tunnel %d: %v", t.cfg.Id, err)
 	}
@@ -46,7 +47,7 @@ func (a *Agent) resequence(t *tunnel, dev uint32) error {
 		return status.Errorf(codes.FailedPrecondition, "tunnel %d: resequencer: %v", t.cfg.Id, err)
 	}
 	go rs.Run()
-	a.reseqs[t.cfg.Id] = &reseqRun{rs: rs, dev: dev, peer: t.devPeer, mtu: t.mtu}
+	a.reseqs[t.cfg.Id] = &reseqRun{rs: rs, dev: dev, peer: t.devPeer, mtu: t.mtu, port: t.cfg.Port}
 	return a.leaseResequencer(t.slot, dev)
 }
 

@@ -3,8 +3,6 @@ package reseq
 import (
 	"math"
 	"sync/atomic"
-
-	"github.com/plait/plait/wire"
 )
 
 // flowEpoch is how long the flows are counted over before the count is read: long
@@ -21,7 +19,8 @@ const flowSlots = 64
 // equal flows count n, and a control connection beside one bulk flow counts nearly
 // nothing.
 type flows struct {
-	start int64 // the epoch's first packet, ns
+	port  uint16 // the tunnel's UDP port, which the agents' own messages go to (0: none)
+	start int64  // the epoch's first packet, ns
 	key   [flowSlots]uint32
 	n     [flowSlots]uint32
 	last  atomic.Uint64 // the last whole epoch's count, math.Float64bits
@@ -32,7 +31,7 @@ func (f *flows) add(frame []byte, now int64) {
 	if now-f.start >= flowEpoch {
 		f.roll(now)
 	}
-	k, ok := flowKey(frame)
+	k, ok := flowKey(frame, f.port)
 	if !ok {
 		return
 	}
@@ -69,16 +68,16 @@ func (f *flows) roll(now int64) {
 func (b *Buffer) Flows() float64 { return math.Float64frombits(b.flows.last.Load()) }
 
 // flowKey hashes an IPv4 frame's addresses, protocol and, for TCP and UDP, ports (FNV-1a).
-// The agents' own messages (liveness reports, repair requests: UDP to the tunnel's port)
-// are no flow: on K1 their few a second beside one flow of 85 packets a second counted
-// 1.1-1.7 flows.
-func flowKey(f []byte) (uint32, bool) {
+// The agents' own messages (liveness reports, repair requests: UDP to own, the tunnel's
+// port) are no flow: on K1 their few a second beside one flow of 85 packets a second
+// counted 1.1-1.7 flows.
+func flowKey(f []byte, own uint16) (uint32, bool) {
 	const eth = 14
 	if len(f) < eth+20 || f[eth]>>4 != 4 {
 		return 0, false
 	}
 	ihl := int(f[eth]&0x0f) * 4
-	if f[eth+9] == 17 && len(f) >= eth+ihl+4 && int(f[eth+ihl+2])<<8|int(f[eth+ihl+3]) == wire.Port {
+	if f[eth+9] == 17 && len(f) >= eth+ihl+4 && own != 0 && uint16(f[eth+ihl+2])<<8|uint16(f[eth+ihl+3]) == own {
 		return 0, false
 	}
 	end := eth + 20 // protocol byte 9, addresses 12-19

@@ -37,6 +37,7 @@ func udpFrame() []byte {
 // flows; an idle second counts none.
 func TestFlowsCountsEffectiveFlows(t *testing.T) {
 	b := New(50e6, func([]byte) {})
+	b.flows.port = wire.Port
 	seq := uint32(0)
 	push := func(f []byte, at int64) { seq++; b.Push(f, seq, 0, at) }
 	ack := tcpFrame(9)[:14+40]

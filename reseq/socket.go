@@ -43,10 +43,12 @@ type Resequencer struct {
 
 // Open opens the sockets of a resequencer on peerIfindex, the veth peer of a tunnel
 // device whose address is devMAC and MTU mtu; it must be called in the device's network
-// namespace. hold is the initial hold bound (ns).
-func Open(peerIfindex int, devMAC net.HardwareAddr, mtu int, hold int64) (*Resequencer, error) {
+// namespace. hold is the initial hold bound (ns); port is the tunnel's UDP port, whose
+// datagrams (the agents' own messages) are not counted as flows.
+func Open(peerIfindex int, devMAC net.HardwareAddr, mtu int, hold int64, port uint16) (*Resequencer, error) {
 	r := &Resequencer{devMAC: devMAC, frame: mtu + 14, done: make(chan struct{}), rx: -1, tx: -1, wake: -1}
 	r.Buffer = New(hold, r.queue)
+	r.flows.port = port
 	var err error
 	proto := htons(datapath.ReseqEtherType)
 	if r.rx, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, int(proto)); err != nil {
