@@ -156,7 +156,9 @@ func (a *Agent) tendTaps() {
 	r := a.rep
 	r.mu.Lock()
 	for id, taps := range r.taps {
-		if len(taps) != 0 && keptBy(taps)-r.counters(id).askedAt > r.quietAfter {
+		// A tap closed for a path the tunnel no longer has takes its count with it: kept
+		// can fall below askedAt.
+		if kept, at := keptBy(taps), r.counters(id).askedAt; kept > at && kept-at > r.quietAfter {
 			r.closeTaps(id)
 			r.quiet[id] = true
 		}
