@@ -2,8 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,79 +92,6 @@ func waitStatus(t *testing.T, ctl pb.ControllerClient, d time.Duration, what str
 // they do not handle (a dead path left in the split, a split rewritten from scratch, a
 // wiped switch) stalls a flow for several such timeouts in a row.
 const maxStall = time.Second
-
-// flow is a TCP flow h1 -> h2 through the tunnel; wait returns its longest stall that
-// lasted past since (the zero time: any): the longest run of 100 ms intervals in which
-// the receiving application got nothing. A fault test may pass the fault's time, so that
-// what it judges is the fault, not TCP's own slow start on the split it started with
-// (a lost retransmission there waits a backed-off timeout, 1.5-1.9 s in 3 of 24 runs). The
-// receiver's side is the one that counts: the sender's writes go into a socket buffer
-// that holds a second of the flow, and a 128 KB write at these rates takes 0.2-0.5 s,
-// so the sender shows empty intervals while the flow delivers steadily.
-func flow(t testing.TB, lab *labnet.Lab, seconds int) (wait func(since time.Time) time.Duration) {
-	t.Helper()
-	lab.H2.Start("iperf3", "-s", "-1", "-i", "0.1", "-J")
-	time.Sleep(300 * time.Millisecond)
-	cmd, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", fmt.Sprint(seconds), "-C", "cubic", "-J", "--get-server-output")
-	began := time.Now()
-	return func(since time.Time) time.Duration {
-		after := 0.0 // seconds into the flow
-		if !since.IsZero() {
-			after = since.Sub(began).Seconds()
-		}
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("iperf3: %v\n%s", err, out())
-		}
-		type intervals []struct {
-			Sum struct {
-				Seconds float64 `json:"seconds"`
-				Bytes   float64 `json:"bytes"`
-			} `json:"sum"`
-		}
-		var r struct {
-			Server struct {
-				Intervals intervals `json:"intervals"`
-			} `json:"server_output_json"`
-		}
-		if err := json.Unmarshal([]byte(out()), &r); err != nil {
-			t.Fatalf("iperf3 output: %v\n%s", err, out())
-		}
-		var run, most, at, elapsed, total, before float64
-		for _, iv := range r.Server.Intervals {
-			elapsed += iv.Sum.Seconds
-			total += iv.Sum.Bytes
-			// Before the first byte the flow is starting, not stalled.
-			if iv.Sum.Bytes > 0 || total == 0 {
-				run = 0
-				continue
-			}
-			run += iv.Sum.Seconds
-			if elapsed <= after {
-				before = max(before, run)
-			} else if run > most {
-				most, at = run, elapsed
-			}
-		}
-		if total == 0 {
-			t.Fatalf("the flow delivered nothing:\n%s", out())
-		}
-		if before > most {
-			t.Logf("a stall of %.1f s ended before %.1f s into the flow, not judged", before, after)
-		}
-		if most > 0 {
-			var b strings.Builder
-			elapsed = 0
-			for _, iv := range r.Server.Intervals {
-				elapsed += iv.Sum.Seconds
-				if elapsed > at-most-1 && elapsed < at+1 {
-					fmt.Fprintf(&b, " %.0f", iv.Sum.Bytes/1e3)
-				}
-			}
-			t.Logf("longest stall %.1f s, %.1f-%.1f s into the flow; kB a 100 ms around it:%s", most, at-most, at, b.String())
-		}
-		return time.Duration(most * float64(time.Second))
-	}
-}
 
 // Deployed as an operator would: the controller reaches both agents and both switches
 // only over the management network, with mutual TLS; operators' verbs work over it with
