@@ -420,6 +420,30 @@ func TestProbesCarryTelemetry(t *testing.T) {
 	}
 }
 
+// Probe trains keep coming on the paths of a tunnel that carries only a trickle: the
+// agents' own reports, a few a second, or a ping. Counted as a flow's use of the paths,
+// such a trickle held every train off after a path's first four, and the controller's
+// capacities of an idle tunnel rested on those.
+func TestTrainsGoUnderATrickle(t *testing.T) {
+	p := newPair(t, 2)
+	p.configureBoth(t, 2, nil)
+	p.h1.Start("ping", "-i", "0.2", "-s", "200", "10.99.0.2")
+	time.Sleep(2 * time.Second) // the first trains, a quarter second apart
+	before := stats(t, p.h2, p.a2, time.Second)
+	time.Sleep(3 * time.Second)
+	after := stats(t, p.h2, p.a2, 3*time.Second)
+	for i, ps := range after.Paths {
+		if ps.RxPackets == 0 {
+			t.Fatalf("path %s carried none of the ping: no trickle to test under", ps.Name)
+		}
+		// A train of five gives four pairs; one a second.
+		if ps.DispersionSamples < 2*4 {
+			t.Errorf("path %s: %d packet pairs in 3 s under a trickle of %d packets (%d pairs in the second before), want two trains' at least",
+				ps.Name, ps.DispersionSamples, ps.RxPackets, before.Paths[i].DispersionSamples)
+		}
+	}
+}
+
 // A signal trigger gives one signal when a flow that starts after an idle spell sends
 // faster than the trigger's rate for long enough to build a standing queue, and none to
 // a flow below it; bad triggers are refused and change nothing.

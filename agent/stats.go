@@ -150,7 +150,9 @@ func (s *sampler) sample() {
 			}
 			switch {
 			case pr == nil:
-			case prev != nil && tx.Packets[i] != prev.tx.Packets[i]:
+			case prev != nil && tx.Bytes[i]-prev.tx.Bytes[i] >= uint64(w.t.mtu):
+				// A trickle (less than one of the tunnel's full-sized packets a sample) is
+				// no flow using the path: see lastSent.
 				pr.lastSent = snap.mono
 			default:
 				pr.probe(snap.mono, w.capacity[i], w.unused[i] && s.watchers.Load() > 0)
