@@ -16,7 +16,7 @@ var traceColumns = []string{
 	"t_s", "tunnel", "from", "to", "path",
 	"rx_packets", "lost", "rx_bps", "tx_bps", "owd_min_us", "owd_mean_us", "switch_queue_us", "in_flight_bytes",
 	"pair_bps", "pair_samples",
-	"alive", "base_us", "standing_us", "queue_us", "busy", "capacity_bps", "capacity_known", "loss", "late", "jitter_us",
+	"alive", "base_us", "standing_us", "queue_us", "busy", "capacity_bps", "capacity_known", "loss", "late", "jitter_us", "spread_us",
 }
 
 // tracer writes the estimator trace as tab-separated values, for pandas, R or awk.
@@ -45,7 +45,7 @@ func (t *tracer) path(d *direction, i int, o Observation, e *pathEstimator) {
 		fmt.Sprint(est.RxPackets), fmt.Sprint(o.Lost), traceNum(o.RxBps), traceNum(o.TxBps), traceNum(o.OwdMin), traceNum(o.OwdMean), traceNum(o.Queue), traceNum(o.InFlight),
 		traceNum(o.DispBps), fmt.Sprint(o.DispN),
 		fmt.Sprint(est.Alive), traceNum(est.Base), traceNum(standingQueue(o, est)), traceNum(est.Queue), fmt.Sprint(est.Busy), traceNum(est.Capacity),
-		fmt.Sprint(est.CapacityKnown), fmt.Sprintf("%.6f", est.Loss), fmt.Sprintf("%.6f", est.Late), traceNum(o.Jitter),
+		fmt.Sprint(est.CapacityKnown), fmt.Sprintf("%.6f", est.Loss), fmt.Sprintf("%.6f", est.Late), traceNum(o.Jitter), traceNum(est.Spread),
 	})
 }
 
