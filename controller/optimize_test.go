@@ -168,7 +168,8 @@ func TestOptimizerOverrides(t *testing.T) {
 }
 
 // The ACKs of a flow striped over paths 90 ms apart return on a path slow enough for the
-// round trip to cover the skew; without skew, or resequenced, on the fastest path.
+// round trip to cover the skew; without skew, or resequenced, on the fastest path; and
+// on one with room for the ACKs of the rate the split carries.
 func TestACKPath(t *testing.T) {
 	fwd := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 14e6)
 	rev := known([]float64{5e6, 2e6, 7e6}, []float64{100e3, 10e3, 50e3}, 0.5e6)
@@ -187,6 +188,22 @@ func TestACKPath(t *testing.T) {
 	}
 	if j, _ := ackPath(huge, []float64{0.5, 0.5}, revFlat, true); j != 1 {
 		t.Errorf("resequenced: ACKs on path %d, want the fastest (1): TCP sees no skew", j)
+	}
+	// sweep-3-04: a 55 Mbit/s split's ACKs, 2.4 Mbit/s of them, do not fit the fastest
+	// return paths' 1 and 1.2 Mbit/s; the next fastest, 10.6, has room.
+	caps4, delays4 := []float64{42.4e6, 10.6e6, 1e6, 1.2e6}, []float64{67e3, 20e3, 11e3, 29e3}
+	fat, revFat := known(caps4, delays4, 50e6), known(caps4, delays4, 2e6)
+	shares4 := []float64{42.4 / 55.2, 10.6 / 55.2, 1 / 55.2, 1.2 / 55.2}
+	if j, why := ackPath(fat, shares4, revFat, true); j != 1 {
+		t.Errorf("sweep-3-04: ACKs on path %d (%s), want path 1, the fastest with room", j, why)
+	}
+	revFat[1].est.Capacity = 2e6
+	if j, why := ackPath(fat, shares4, revFat, true); j != 0 {
+		t.Errorf("sweep-3-04, path 1 at 2 Mbit/s: ACKs on path %d (%s), want path 0, the only one with room", j, why)
+	}
+	revFat[0].est.Capacity = 2e6
+	if j, why := ackPath(fat, shares4, revFat, true); j != 2 {
+		t.Errorf("no return path with room: ACKs on path %d (%s), want the fastest (2)", j, why)
 	}
 	rev[2].est.Alive = false
 	if j, _ := ackPath(fwd, shares, rev, false); j != 0 {
