@@ -43,7 +43,7 @@ type Estimate struct {
 	RxPackets     uint64  // packets in the last interval
 	// Jitter is the path's delay noise, µs: the receiver's RFC 3550 jitter, or what it
 	// read while the path carried no data if that was more (see busy). A queue below
-	// twice it is no evidence of one (see busyQueue).
+	// twice it over Spread is no evidence of one (see busyQueue).
 	Jitter float64
 	// Spread is how far over the base the one-way delays of the path's idle probes
 	// reach, µs (the second highest of its latest idle reports): under load a link that
