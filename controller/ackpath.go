@@ -10,9 +10,9 @@ import (
 // The path of a striped direction's ACKs. The reasons: docs/controller.md#ack-path.
 const (
 	ackMargin = 1.2 // the round trip exceeds the delay skew by this: Linux's reorder window
-	// ackWire is an ACK on the wire, bytes: Ethernet, outer IPv4, UDP, the Plait header and
-	// tag, and IPv4 and TCP with timestamps and a SACK block.
-	ackWire = 14 + 20 + 8 + wire.HeaderLen + wire.TagLen + 64
+	// ackWire is an ACK on the wire, bytes: Ethernet, the encapsulation and tag, and IPv4
+	// and TCP with timestamps and a SACK block.
+	ackWire = 14 + wire.EncapLen + wire.TagLen + 64
 	ackRoom = 0.5 // the ACKs take at most this share of their path: more, and they queue
 )
 

@@ -1,6 +1,7 @@
 package reseq
 
 import (
+	"encoding/binary"
 	"math"
 	"sync/atomic"
 )
@@ -77,11 +78,11 @@ func flowKey(f []byte, own uint16) (uint32, bool) {
 		return 0, false
 	}
 	ihl := int(f[eth]&0x0f) * 4
-	if f[eth+9] == 17 && len(f) >= eth+ihl+4 && own != 0 && uint16(f[eth+ihl+2])<<8|uint16(f[eth+ihl+3]) == own {
-		return 0, false
-	}
 	end := eth + 20 // protocol byte 9, addresses 12-19
 	if p := f[eth+9]; (p == 6 || p == 17) && len(f) >= eth+ihl+4 {
+		if p == 17 && own != 0 && binary.BigEndian.Uint16(f[eth+ihl+2:]) == own {
+			return 0, false
+		}
 		end = eth + ihl + 4
 	}
 	h := uint32(2166136261)
