@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/wire"
 )
 
@@ -39,23 +40,31 @@ type probeKey struct {
 // runs of three). A path's first trainsQuick trains go trainQuick apart, and so do the
 // first after a controller starts watching, and all while it has no capacity for a path
 // it leaves out of the split, so that it has a few before it splits over the path.
+// A link that keeps order under jitter moves a train's arrival span by up to the jitter's
+// range (the controller's idle delay spread), in either direction: a probe held back holds
+// those behind it, which then arrive together. So a train spans trainSpread times the
+// spread where that is longer (five-probe trains read a 15 Mbit/s path with ±3.9 ms at
+// 0.8-44 Mbit/s), and at most trainSpanMax: it ends before the next sample's lone probe
+// goes, which must not queue behind it, or the spread would read the train.
 // Once the capacity is known, trains come no closer than trainLoad of it allows: K1's
 // 200 kbit/s path carries a train of five in 248 ms, and four a quarter second apart
 // kept its queue 160-250 ms deep for the first second of a flow that came as the
 // controller learnt the capacity (HyStart left slow start at cwnd 3-5; auto's K1 goodput
 // 97.6 -> 94.8 % of ideal).
 const (
-	probeIdle   = 50 * time.Millisecond
-	trainLen    = 5
-	trainBytes  = 1200
-	trainEvery  = time.Second
-	trainQuick  = 250 * time.Millisecond
-	trainsQuick = 4
-	trainDither = 4 * time.Millisecond
-	trainSpan   = 5 * time.Millisecond
-	trainMax    = 40
-	trainWire   = trainBytes + 42 // with UDP, IPv4 and Ethernet headers
-	trainLoad   = 0.1
+	probeIdle    = 50 * time.Millisecond
+	trainLen     = 5
+	trainBytes   = 1200
+	trainEvery   = time.Second
+	trainQuick   = 250 * time.Millisecond
+	trainsQuick  = 4
+	trainDither  = 4 * time.Millisecond
+	trainSpan    = 5 * time.Millisecond
+	trainSpread  = 5
+	trainSpanMax = 20 * time.Millisecond
+	trainMax     = 100
+	trainWire    = trainBytes + 42 // with UDP, IPv4 and Ethernet headers
+	trainLoad    = 0.1
 )
 
 type prober struct {
@@ -107,22 +116,24 @@ func (s *sampler) prober(t *tunnel, i int, p *path) *prober {
 	return pr
 }
 
-// trainLength is how many probes a train of a path of this capacity (bit/s; 0: not
-// known) takes to span trainSpan.
-func trainLength(capacity float64) int {
-	n := int(math.Ceil(capacity*trainSpan.Seconds()/(8*trainWire))) + 1
+// trainLength is how many probes a train of the path takes to span trainSpan, or
+// trainSpread times its delay spread (up to trainSpanMax), at its capacity (bit/s; 0:
+// not known).
+func trainLength(est *pb.PathEstimate) int {
+	span := max(trainSpan.Seconds(), min(trainSpread*est.GetSpreadUs()/1e6, trainSpanMax.Seconds()))
+	n := int(math.Ceil(est.GetCapacityBps()*span/(8*trainWire))) + 1
 	return min(max(n, trainLen), trainMax)
 }
 
-// probe sends path's probe or train if it is due. capacity is the controller's estimate
-// (0: not known); waited: a controller watches and the split gives the path nothing.
-func (pr *prober) probe(now uint64, capacity float64, waited bool) {
+// probe sends path's probe or train if it is due. est is the controller's (nil: none);
+// waited: a controller watches and the split gives the path nothing.
+func (pr *prober) probe(now uint64, est *pb.PathEstimate, waited bool) {
 	idle := now - pr.lastSent
 	if idle < uint64(probeIdle) {
 		return
 	}
-	n := trainLength(capacity)
-	every, quiet := pr.trainGap(n, capacity, waited)
+	n := trainLength(est)
+	every, quiet := pr.trainGap(n, est.GetCapacityBps(), waited)
 	if idle >= uint64(quiet) && (pr.lastTrain == 0 || now-pr.lastTrain >= uint64(every)) {
 		pr.lastTrain = now
 		pr.trains++

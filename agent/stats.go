@@ -100,14 +100,14 @@ func (s *sampler) sample() {
 	type work struct {
 		id, slot uint32
 		t        *tunnel
-		capacity []float64 // the controller's, per path: sizes probe trains
-		unused   []bool    // the split gives the path nothing
+		est      []*pb.PathEstimate // the controller's, per path: sizes probe trains
+		unused   []bool             // the split gives the path nothing
 	}
 	var todo []work
 	for id, t := range s.a.tunnels {
-		w := work{id, t.slot, t, make([]float64, len(t.paths)), make([]bool, len(t.paths))}
+		w := work{id, t.slot, t, make([]*pb.PathEstimate, len(t.paths)), make([]bool, len(t.paths))}
 		for i, p := range t.paths {
-			w.capacity[i] = p.est.GetCapacityBps()
+			w.est[i] = p.est
 			switch t.cfg.Mode {
 			case pb.Mode_MODE_WRR:
 				w.unused[i] = i < len(t.cfg.Weights) && t.cfg.Weights[i] == 0
@@ -155,7 +155,7 @@ func (s *sampler) sample() {
 				// no flow using the path: see lastSent.
 				pr.lastSent = snap.mono
 			default:
-				pr.probe(snap.mono, w.capacity[i], w.unused[i] && s.watchers.Load() > 0)
+				pr.probe(snap.mono, w.est[i], w.unused[i] && s.watchers.Load() > 0)
 			}
 		}
 		h.add(snap, capacity)

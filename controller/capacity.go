@@ -58,6 +58,9 @@ func (e *pathEstimator) busyCapacity(o Observation) {
 // alone), and a path in use that is fed short is the optimiser's to probe.
 func (e *pathEstimator) pairCapacity(o Observation) {
 	est := &e.est
+	if e.hasPrev && sub(o.RxBytes, e.prev.RxBytes)*8 >= frameBits {
+		e.lastFlow = o.At
+	}
 	// A report of one pair counts: a slow path's trains give one a report (K1's 200 kbit/s
 	// path sends a frame every 60 ms and reports come every 50 ms), and measured() asks
 	// for two reports anyway. Taking only reports of two or more, that path was read by
@@ -73,12 +76,12 @@ func (e *pathEstimator) pairCapacity(o Observation) {
 	switch {
 	case len(e.pairs) == 0:
 	case !e.busyKnown:
-		if m := pairRate(e.pairs); !est.CapacityKnown || m > est.Capacity || o.At.Sub(e.lastData) >= busyKeep {
+		if m := pairRate(e.pairs); !est.CapacityKnown || m > est.Capacity || o.At.Sub(e.lastFlow) >= busyKeep {
 			est.Capacity, est.CapacityKnown = m, true
 		}
-	case o.At.Sub(e.lastData) >= busyKeep:
-		// Only pairs read since the path last carried data: the trains of its idle spell.
-		quiet := slices.DeleteFunc(slices.Clone(e.pairs), func(r pairReport) bool { return !r.at.After(e.lastData) })
+	case o.At.Sub(e.lastFlow) >= busyKeep:
+		// Only pairs read since the path last carried a flow: the trains of its idle spell.
+		quiet := slices.DeleteFunc(slices.Clone(e.pairs), func(r pairReport) bool { return !r.at.After(e.lastFlow) })
 		if len(quiet) >= dispMin {
 			if m := pairRate(quiet); m > pairRaise*est.Capacity {
 				est.Capacity = m

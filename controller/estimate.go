@@ -104,6 +104,10 @@ type pathEstimator struct {
 	downSince  time.Time // when the path last went down
 	lastQueued time.Time // when packets of the path last met a queue
 	lastData   time.Time // the last report with data packets
+	// lastFlow is the last report in which the path carried a flow: a full-sized frame's
+	// bytes of data at least. Less is a trickle (the agents' liveness messages through
+	// the tunnel, 146 bytes a few times a second), which leaves the trains' pairs alone.
+	lastFlow   time.Time
 	prevSent   time.Time // when the losses the previous report showed were sent
 	lastGap    time.Time // when the receiver last counted a packet of the path missing
 	lastBusy   time.Time // when the path last carried data over a queue that stood

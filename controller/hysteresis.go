@@ -13,7 +13,7 @@ import (
 const (
 	shareTol    = 0.01 // weights and rates within 1 % make the same split
 	delayTolUs  = 200  // delays within this many µs are the same
-	capacityTol = 0.2  // a probe train's length need not follow the capacity closely
+	capacityTol = 0.2  // a probe train's length need not follow the capacity or spread closely
 	triggerTol  = 0.1  // a trigger's estimates move by a few percent each rewrite
 )
 
@@ -28,9 +28,9 @@ func (t target) equal(o target) bool {
 		}
 	}
 	for i := range t.est {
-		// A train's length need not follow the capacity closely.
+		// A train's length need not follow the capacity or the spread closely.
 		if !near(t.est[i].RateBps, o.est[i].RateBps, shareTol) || math.Abs(t.est[i].DelayUs-o.est[i].DelayUs) > delayTolUs ||
-			!near(t.est[i].CapacityBps, o.est[i].CapacityBps, capacityTol) {
+			!near(t.est[i].CapacityBps, o.est[i].CapacityBps, capacityTol) || !near(t.est[i].SpreadUs, o.est[i].SpreadUs, capacityTol) {
 			return false
 		}
 	}

@@ -167,7 +167,8 @@ func (o *optimizer) decide(now time.Time, ests []*pathEstimator, override string
 }
 
 // estimates are edpf's inputs for the paths of set, and every path's capacity where it is
-// measured, which sizes the sending agent's probe trains; 0 asks for more trains.
+// measured and its delay spread, which size the sending agent's probe trains; a capacity
+// of 0 asks for more trains.
 func (o *optimizer) estimates(ests []*pathEstimator, set []bool) []*pb.PathEstimate {
 	out := make([]*pb.PathEstimate, len(ests))
 	for i, e := range ests {
@@ -175,6 +176,7 @@ func (o *optimizer) estimates(ests []*pathEstimator, set []bool) []*pb.PathEstim
 		if e.measured() {
 			pe.CapacityBps = e.est.Capacity
 		}
+		pe.SpreadUs = e.est.Spread
 		base := e.est.Base
 		if math.IsNaN(base) {
 			base = 0

@@ -37,8 +37,9 @@ import (
 type Path struct {
 	Name  string
 	Rate  string // e.g. 5mbit
-	Delay string // one-way, e.g. 100ms
-	Queue int    // packets; 0: the switch's default
+	Delay  string // one-way, e.g. 100ms
+	Jitter string // order-keeping, uniform in ± this, e.g. 4ms; empty: none
+	Queue  int    // packets; 0: the switch's default
 }
 
 // Lab is a running parallel lab.
@@ -206,6 +207,9 @@ func (l *Lab) link(i int, p Path) {
 		x.ns.Offloads(x.dev, false)
 	}
 	link := fmt.Sprintf("rate=%s,delay=%s", p.Rate, p.Delay)
+	if p.Jitter != "" {
+		link += ",jitter=" + p.Jitter
+	}
 	if p.Queue > 0 {
 		link += fmt.Sprintf(",queue=%d", p.Queue)
 	}

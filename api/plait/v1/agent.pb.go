@@ -599,7 +599,11 @@ type PathEstimate struct {
 	// The controller's estimate of the path's capacity, used or not (0: not known). It
 	// sizes the agent's probe trains: on a link that sends per TTI a train must span a
 	// few of them to read the rate.
-	CapacityBps   float64 `protobuf:"fixed64,3,opt,name=capacity_bps,json=capacityBps,proto3" json:"capacity_bps,omitempty"`
+	CapacityBps float64 `protobuf:"fixed64,3,opt,name=capacity_bps,json=capacityBps,proto3" json:"capacity_bps,omitempty"`
+	// The spread of the path's delay while it is idle, µs (0: not known). A link that
+	// keeps order under jitter moves a train's span by up to this much, so a train spans
+	// several times it.
+	SpreadUs      float64 `protobuf:"fixed64,4,opt,name=spread_us,json=spreadUs,proto3" json:"spread_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +655,13 @@ func (x *PathEstimate) GetDelayUs() float64 {
 func (x *PathEstimate) GetCapacityBps() float64 {
 	if x != nil {
 		return x.CapacityBps
+	}
+	return 0
+}
+
+func (x *PathEstimate) GetSpreadUs() float64 {
+	if x != nil {
+		return x.SpreadUs
 	}
 	return 0
 }
@@ -2203,11 +2214,12 @@ const file_agent_proto_rawDesc = "" +
 	"\bqueue_us\x18\x02 \x01(\x01R\aqueueUs\x12\x1f\n" +
 	"\vstanding_us\x18\x03 \x01(\x01R\n" +
 	"standingUs\x12\x1b\n" +
-	"\twindow_ms\x18\x04 \x01(\rR\bwindowMs\"g\n" +
+	"\twindow_ms\x18\x04 \x01(\rR\bwindowMs\"\x84\x01\n" +
 	"\fPathEstimate\x12\x19\n" +
 	"\brate_bps\x18\x01 \x01(\x01R\arateBps\x12\x19\n" +
 	"\bdelay_us\x18\x02 \x01(\x01R\adelayUs\x12!\n" +
-	"\fcapacity_bps\x18\x03 \x01(\x01R\vcapacityBps\"\x9e\x02\n" +
+	"\fcapacity_bps\x18\x03 \x01(\x01R\vcapacityBps\x12\x1b\n" +
+	"\tspread_us\x18\x04 \x01(\x01R\bspreadUs\"\x9e\x02\n" +
 	"\tPathState\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12,\n" +
 	"\x06config\x18\x02 \x01(\v2\x14.plait.v1.PathConfigR\x06config\x12\x0e\n" +
