@@ -96,3 +96,48 @@ func BenchmarkRepairCeiling(b *testing.B) {
 		b.Logf("%d packets kept", kept)
 	}
 }
+
+
+// A path's loss is its queue's overflow, left to TCP, only while the queue stands (CoDel's
+// rule) and at least fullShare of the deepest it stood over the window: a drop-tail queue
+// drops only when full. A queue that stands well below its peak loses packets at random,
+// and those are repaired.
+func TestRepairViewTakesOverflowOnly(t *testing.T) {
+	const tick = 25 * time.Millisecond
+	for _, c := range []struct {
+		name         string
+		peak, now    float64 // the queue's delay, ms: the deepest it stood, and over the last second
+		wantOverflow bool
+	}{
+		{"standing at its peak", 60, 60, true},
+		{"standing near its peak", 60, 35, true},
+		{"standing at a quarter of its peak", 80, 20, false},
+		{"no standing queue", 4, 3, false},
+	} {
+		h := &history{}
+		at := uint64(time.Second)
+		add := func(queueMs float64) {
+			var s snapshot
+			s.mono = at
+			p := &s.rx.Paths[0]
+			p.HasMin, p.OwdCnt, p.OwdMinNs = true, 40, int32(20e6+queueMs*1e6)
+			p.Bytes = uint64(at/uint64(tick)) * 20 * 1500 // 20 frames a tick: 9.6 Mbit/s
+			p.LastRxNs, p.OwdEwmaNs = at, 20e6+queueMs*1e6
+			h.add(s, 400)
+			at += uint64(tick)
+		}
+		for range 40 {
+			add(0) // the path's base
+		}
+		for range 40 {
+			add(c.peak)
+		}
+		for range 40 {
+			add(c.now)
+		}
+		s := &sampler{hist: map[uint32]*history{1: h}}
+		if _, queued := s.repairView(1); (queued&1 != 0) != c.wantOverflow {
+			t.Errorf("%s: queued %v, want %v", c.name, queued&1 != 0, c.wantOverflow)
+		}
+	}
+}
