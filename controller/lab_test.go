@@ -165,37 +165,8 @@ func TestControllerConvergesAndReacts(t *testing.T) {
 // process that sends or forwards the train stalled inside it), which later trains age
 // out; a misreading every train repeats never comes within the band.
 func TestIdleCapacityThroughTTIBursts(t *testing.T) {
-	if bin == "" {
-		t.Skip("needs root")
-	}
 	paths := []labnet.Path{{Name: "i", Rate: "36mbit", Delay: "20ms"}, {Name: "ii", Rate: "18mbit", Delay: "35ms"}, {Name: "iv", Rate: "7mbit", Delay: "45ms"}}
-	want := []float64{36e6, 18e6, 7e6}
-	lab := labnet.New(t, bin, paths, labnet.Options{Tick: time.Millisecond})
-	stop := lab.StartController("auto", nil)
-	defer stop()
-	lab.WaitEstimates(15 * time.Second)
-	time.Sleep(4 * time.Second) // a few trains on every path
-	ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var off []string
-	for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		off = nil
-		for i, p := range forward(t, ctl).Paths {
-			if math.Abs(p.CapacityBps-want[i]) > 0.35*want[i] {
-				off = append(off, fmt.Sprintf("path %s at %.1f Mbit/s (link %.0f)", paths[i].Name, p.CapacityBps/1e6, want[i]/1e6))
-			}
-		}
-		if len(off) == 0 || time.Now().After(deadline) {
-			break
-		}
-		t.Logf("not yet within ±35 %% of the links: %s", strings.Join(off, ", "))
-	}
-	if len(off) > 0 {
-		t.Errorf("capacities from probe trains still outside ±35 %% of the links after 8 s more: %s", strings.Join(off, ", "))
-	}
+	idleCapacities(t, paths, []float64{36e6, 18e6, 7e6}, labnet.Options{Tick: time.Millisecond}, 0.35)
 }
 
 // Links that keep order under jitter (Wi-Fi's and LTE's retransmissions hold what
@@ -204,16 +175,22 @@ func TestIdleCapacityThroughTTIBursts(t *testing.T) {
 // 0.8-44 Mbit/s. Trains span many times the path's idle delay spread, and the
 // controller reads each path within its band.
 func TestIdleCapacityThroughJitter(t *testing.T) {
+	paths := []labnet.Path{{Name: "i", Rate: "36mbit", Delay: "20ms", Jitter: "4ms"}, {Name: "ii", Rate: "15mbit", Delay: "35ms", Jitter: "4ms"}, {Name: "iii", Rate: "5mbit", Delay: "45ms", Jitter: "2ms"}}
+	idleCapacities(t, paths, []float64{36e6, 15e6, 5e6}, labnet.Options{}, 0.25)
+}
+
+// idleCapacities runs an idle tunnel over paths and asks that, after a few seconds of
+// probe trains (and the spread of each path's delay), the controller reads every path
+// within tol of want (bit/s) within 8 s more.
+func idleCapacities(t *testing.T, paths []labnet.Path, want []float64, opts labnet.Options, tol float64) {
 	if bin == "" {
 		t.Skip("needs root")
 	}
-	paths := []labnet.Path{{Name: "i", Rate: "36mbit", Delay: "20ms", Jitter: "4ms"}, {Name: "ii", Rate: "15mbit", Delay: "35ms", Jitter: "4ms"}, {Name: "iii", Rate: "5mbit", Delay: "45ms", Jitter: "2ms"}}
-	want := []float64{36e6, 15e6, 5e6}
-	lab := labnet.New(t, bin, paths, labnet.Options{})
+	lab := labnet.New(t, bin, paths, opts)
 	stop := lab.StartController("auto", nil)
 	defer stop()
 	lab.WaitEstimates(15 * time.Second)
-	time.Sleep(4 * time.Second) // a few trains on every path, and the spread of its delay
+	time.Sleep(4 * time.Second)
 	ctl, conn, err := controller.Dial(lab.CtlSock, sockrpc.TLS{})
 	if err != nil {
 		t.Fatal(err)
@@ -223,17 +200,17 @@ func TestIdleCapacityThroughJitter(t *testing.T) {
 	for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		off = nil
 		for i, p := range forward(t, ctl).Paths {
-			if math.Abs(p.CapacityBps-want[i]) > 0.25*want[i] {
+			if math.Abs(p.CapacityBps-want[i]) > tol*want[i] {
 				off = append(off, fmt.Sprintf("path %s at %.1f Mbit/s (link %.0f)", paths[i].Name, p.CapacityBps/1e6, want[i]/1e6))
 			}
 		}
 		if len(off) == 0 || time.Now().After(deadline) {
 			break
 		}
-		t.Logf("not yet within ±25 %% of the links: %s", strings.Join(off, ", "))
+		t.Logf("not yet within ±%.0f %% of the links: %s", 100*tol, strings.Join(off, ", "))
 	}
 	if len(off) > 0 {
-		t.Errorf("capacities from probe trains still outside ±25 %% of the links after 8 s more: %s", strings.Join(off, ", "))
+		t.Errorf("capacities from probe trains still outside ±%.0f %% of the links after 8 s more: %s", 100*tol, strings.Join(off, ", "))
 	}
 }
 
