@@ -97,7 +97,6 @@ func BenchmarkRepairCeiling(b *testing.B) {
 	}
 }
 
-
 // A path's loss is its queue's overflow, left to TCP, only while the queue stands (CoDel's
 // rule) and at least fullShare of the deepest it stood over the window: a drop-tail queue
 // drops only when full. A queue that stands well below its peak loses packets at random,

@@ -35,8 +35,8 @@ import (
 
 // Path is one emulated path, both directions alike.
 type Path struct {
-	Name  string
-	Rate  string // e.g. 5mbit
+	Name   string
+	Rate   string // e.g. 5mbit
 	Delay  string // one-way, e.g. 100ms
 	Jitter string // order-keeping, uniform in ± this, e.g. 4ms; empty: none
 	Queue  int    // packets; 0: the switch's default
