@@ -281,14 +281,9 @@ func (a *Agent) ask(gap datapath.Gap) {
 // is standing when its delay stayed above a target for a whole interval, with RFC 8289's
 // target and interval, the target raised to four jitters or one full packet's
 // serialization at the path's rate when those are more (RFC 8289 §4.4 for slow links).
-// And a drop-tail queue drops only when full: a queue that stands at less than fullShare
-// of the deepest it stood over the agent's window is not overflowing, and what the path
-// loses then is its random loss, to repair. Flows that keep every queue standing (four
-// cubic flows over lossy paths, sweep-3-20) otherwise left every random loss to TCP.
 const (
 	codelTarget   = 5 * time.Millisecond
 	codelInterval = 100 * time.Millisecond
-	fullShare     = 0.5
 )
 
 // repairView is what the receiver's measurements of the tunnel's paths say about
@@ -296,7 +291,7 @@ const (
 // included (0xff: none measured), for the repairs to take; and queued, bit i set when
 // path i holds a standing queue: the minimum delay of every measurement epoch of the
 // last codelInterval stood more than the target above the path's minimum over the
-// agent's window, and at least fullShare of the deepest of those minima.
+// agent's window.
 func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -311,7 +306,7 @@ func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
 		if p.OwdCnt == 0 {
 			continue
 		}
-		base, standing, deepest := math.Inf(1), math.Inf(1), 0.0
+		base, standing := math.Inf(1), math.Inf(1)
 		var bytes uint64
 		var span uint64
 		for k := range h.len() {
@@ -321,7 +316,7 @@ func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
 				continue
 			}
 			m := float64(qp.OwdMinNs)
-			base, deepest = min(base, m), max(deepest, m)
+			base = min(base, m)
 			if last.mono-q.mono < uint64(codelInterval) {
 				standing = min(standing, m)
 			}
@@ -333,7 +328,7 @@ func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
 		if bytes > 0 {
 			target = max(target, 1500*float64(span)/float64(bytes))
 		}
-		if !math.IsInf(standing, 0) && standing-base > target && standing-base >= fullShare*(deepest-base) {
+		if !math.IsInf(standing, 0) && standing-base > target {
 			queued |= 1 << i
 		}
 		// Heard from in the last second: a path that went silent is no way to send.
