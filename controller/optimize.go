@@ -176,9 +176,7 @@ func (o *optimizer) estimates(ests []*pathEstimator, set []bool) []*pb.PathEstim
 		if e.measured() {
 			pe.CapacityBps = e.est.Capacity
 		}
-		if !math.IsNaN(e.est.Spread) {
-			pe.SpreadUs = e.est.Spread
-		}
+		pe.SpreadUs = e.est.Spread
 		base := e.est.Base
 		if math.IsNaN(base) {
 			base = 0
