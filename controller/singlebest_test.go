@@ -120,3 +120,21 @@ func TestGuardSingleUndoesAMoveThatMeasuredWorse(t *testing.T) {
 		t.Fatalf("path 0 alone at 8 Mbit/s against 10 striped: back to striping %.1f s after the move, want within %v (%s)", back-soloAt, soloJudge, o.reason)
 	}
 }
+
+// A striped flow still ramping up is not judged half-way (issue 30's sweep-3-15: two
+// cubic flows over 80 ms paths, judged 6 s in at 29 Mbit/s against a 45 Mbit/s path,
+// were held on that path while striping went on to reach 70).
+func TestGuardSingleWaitsForARampingFlow(t *testing.T) {
+	caps, delays := []float64{30e6, 18e6, 12e6}, []float64{25e3, 40e3, 35e3}
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ests := known(caps, delays, 10e6)
+	o := newOptimizer(3, t0)
+	for s := 0.0; s < 15; s += 0.1 {
+		// From 3 Mbit/s at 3 s (the start's end) up 6 Mbit/s a second to 57 at 12 s.
+		r := 3e6 + 6e6*min(max(s-3, 0), 9)
+		deliver(ests, frameBits, r*30/60, r*18/60, r*12/60)
+		if w := o.decide(at(s), ests, "auto", nil, model.TCP{}); w.shares()[0] == 1 {
+			t.Fatalf("%.1fs: a flow ramping at 6 Mbit/s a second, now %.0f, was moved to path 0 alone (%s)", s, r/1e6, o.reason)
+		}
+	}
+}
