@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,8 +263,8 @@ func (a *Agent) ask(gap datapath.Gap) {
 	a.rep.mu.Lock()
 	f, c := a.rep.fbs[id], a.rep.counters(id)
 	a.rep.mu.Unlock()
-	via, queued := a.stats.repairView(id)
-	if queued&(1<<gap.Path) != 0 {
+	via, congested := a.stats.repairView(id, gap)
+	if congested {
 		c.congested.Add(uint64(gap.Count))
 		return
 	}
@@ -276,29 +277,38 @@ func (a *Agent) ask(gap datapath.Gap) {
 	}
 }
 
-// A loss on a path that holds a standing queue is congestion, for TCP to see; a queue
-// that drains between bursts is not. CoDel's rule (RFC 8289) tells them apart: a queue
-// is standing when its delay stayed above a target for a whole interval, with RFC 8289's
-// target and interval, the target raised to four jitters or one full packet's
+// A loss on a path that holds a standing queue, met at the queue's top, is congestion,
+// for TCP to see; a queue that drains between bursts holds none. CoDel's rule (RFC 8289)
+// tells a standing queue: its delay stayed above a target for a whole interval, with RFC
+// 8289's target and interval, the target raised to four jitters or one full packet's
 // serialization at the path's rate when those are more (RFC 8289 §4.4 for slow links).
+// A drop-tail queue drops only when full, so the packet after its drop queued behind a
+// full queue; a random loss meets the queue wherever a flow's sawtooth has it, and one
+// that met it more than a target below its deepest is not the queue's.
 const (
 	codelTarget   = 5 * time.Millisecond
 	codelInterval = 100 * time.Millisecond
+	// A queue's top is where its delay stood in the deepest tenth of the samples that
+	// carried data over the window, not the deepest sample: one stray reading (1.4 s on a
+	// 100 ms queue) made every overflow look like random loss. A queue that overflows
+	// spends longer than that at its top (cubic's plateau, BBR's full pipe).
+	topQuantile = 0.9
 )
 
 // repairView is what the receiver's measurements of the tunnel's paths say about
-// repairing now: via, the path whose smoothed one-way delay is lowest now, queueing
-// included (0xff: none measured), for the repairs to take; and queued, bit i set when
-// path i holds a standing queue: the minimum delay of every measurement epoch of the
-// last codelInterval stood more than the target above the path's minimum over the
-// agent's window.
-func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
+// repairing gap now: via, the path whose smoothed one-way delay is lowest now, queueing
+// included (0xff: none measured), for the repair to take; and congested, when the gap's
+// path holds a standing queue (the minimum delay of every measurement epoch of the last
+// codelInterval stood more than the target above the path's minimum over the agent's
+// window) and the packet that showed the gap met that queue within the target of its
+// top over the window (topQuantile).
+func (s *sampler) repairView(id uint32, gap datapath.Gap) (via uint8, congested bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	via = 0xff
 	h := s.hist[id]
 	if h == nil || h.len() < 2 {
-		return via, 0
+		return via, false
 	}
 	last := h.at(h.len() - 1)
 	best := math.Inf(1)
@@ -306,12 +316,22 @@ func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
 		if p.OwdCnt == 0 {
 			continue
 		}
+		// Heard from in the last second: a path that went silent is no way to send.
+		if last.mono-p.LastRxNs < uint64(time.Second) && p.OwdEwmaNs < best {
+			via, best = uint8(i), p.OwdEwmaNs
+		}
+		if i != int(gap.Path) {
+			continue
+		}
 		base, standing := math.Inf(1), math.Inf(1)
-		var bytes uint64
-		var span uint64
+		var bytes, span uint64
+		var delays []float64 // the path's smoothed delay at each sample it carried data in
 		for k := range h.len() {
 			q := h.at(k)
 			qp := &q.rx.Paths[i]
+			if k > 0 && qp.Packets > h.at(k - 1).rx.Paths[i].Packets {
+				delays = append(delays, qp.OwdEwmaNs)
+			}
 			if !qp.HasMin {
 				continue
 			}
@@ -328,15 +348,13 @@ func (s *sampler) repairView(id uint32) (via uint8, queued uint32) {
 		if bytes > 0 {
 			target = max(target, 1500*float64(span)/float64(bytes))
 		}
-		if !math.IsInf(standing, 0) && standing-base > target {
-			queued |= 1 << i
+		if math.IsInf(standing, 0) || standing-base <= target || len(delays) == 0 {
+			continue
 		}
-		// Heard from in the last second: a path that went silent is no way to send.
-		if last.mono-p.LastRxNs < uint64(time.Second) && p.OwdEwmaNs < best {
-			via, best = uint8(i), p.OwdEwmaNs
-		}
+		slices.Sort(delays)
+		congested = float64(gap.OwdNs) >= delays[int(topQuantile*float64(len(delays)-1))]-target
 	}
-	return via, queued
+	return via, congested
 }
 
 // resend answers the peer's request: each packet asked for that a tap still keeps goes

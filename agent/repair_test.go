@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/ebpf/datapath"
 	"github.com/plait/plait/wire"
 )
 
@@ -94,5 +95,66 @@ func BenchmarkRepairCeiling(b *testing.B) {
 			return q.TapBusyNs, q.Kept
 		})
 		b.Logf("%d packets kept", kept)
+	}
+}
+
+// A loss is congestion only when its path holds a standing queue and the packet after
+// it met that queue at its top, as a drop-tail queue's overflow does: a random loss in
+// the trough of a bulk flow's sawtooth is repaired, and so is one on a path whose queue
+// drains between bursts.
+func TestRepairViewJudgesTheQueueTheLossMet(t *testing.T) {
+	const base = 20e6 // ns
+	// queue is path 0's queueing delay at a time; path 1 idles at 10 ms.
+	history := func(queue func(at time.Duration) float64) *sampler {
+		s := &sampler{hist: map[uint32]*history{}}
+		h := &history{}
+		s.hist[1] = h
+		var snap snapshot
+		for at := time.Duration(0); at <= 3*time.Second; at += 25 * time.Millisecond {
+			snap.mono = uint64(at)
+			for i, owd := range []float64{base + queue(at), 10e6} {
+				p := &snap.rx.Paths[i]
+				p.OwdCnt++
+				p.Packets += 50
+				p.Bytes += 50 * 1500
+				p.OwdEwmaNs, p.OwdMinNs, p.HasMin = owd, int32(owd), true
+				p.LastRxNs = snap.mono
+			}
+			h.add(snap, 1000)
+		}
+		return s
+	}
+	// A cubic sawtooth between 40 and 100 ms of queue, after half a second without one
+	// (the path's base), and one stray reading of 1.4 s.
+	sawtooth := history(func(at time.Duration) float64 {
+		switch {
+		case at < 500*time.Millisecond:
+			return 0
+		case at == 2*time.Second:
+			return 1.4e9
+		}
+		return 40e6 + 60e6*float64(at%time.Second)/float64(time.Second)
+	})
+	// Bursts: 100 ms of queue, then empty, every 200 ms.
+	bursts := history(func(at time.Duration) float64 {
+		if at%(200*time.Millisecond) < 100*time.Millisecond {
+			return 100e6
+		}
+		return 0
+	})
+	for _, c := range []struct {
+		name  string
+		s     *sampler
+		queue float64 // what the packet after the loss met
+		want  bool
+	}{
+		{"standing queue, met at its top", sawtooth, 99e6, true},
+		{"standing queue, met in its trough", sawtooth, 45e6, false},
+		{"a queue that drains between bursts, met full", bursts, 100e6, false},
+	} {
+		via, congested := c.s.repairView(1, datapath.Gap{Path: 0, First: 7, Count: 1, OwdNs: int64(base + c.queue)})
+		if congested != c.want || via != 1 {
+			t.Errorf("%s: congested %v via path %d; want %v via path 1 (the lower delay)", c.name, congested, via, c.want)
+		}
 	}
 }

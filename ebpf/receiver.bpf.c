@@ -434,7 +434,8 @@ static __always_inline int receive(struct xdp_md *ctx)
 		if (in_order)
 			learn_port(t, slot, p, ip->saddr, sport);
 		if (gap && (t->flags & RX_F_REPAIR)) {
-			struct rx_gap g = { .slot = slot, .path = p, .first = path_seq - gap, .count = gap };
+			struct rx_gap g = { .slot = slot, .path = p, .first = path_seq - gap, .count = gap,
+					    .owd_ns = pst->last_owd_ns };
 			report_gap(&g, &rs->tunnel);
 		}
 	}

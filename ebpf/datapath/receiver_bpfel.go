@@ -53,6 +53,7 @@ type receiverRxGap struct {
 	Path  uint32
 	First uint32
 	Count uint32
+	OwdNs int64
 }
 
 type receiverRxPorts struct {

@@ -14,6 +14,9 @@ type Gap struct {
 	Path  uint8
 	First uint32 // the first missing path_seq
 	Count uint32 // how many in a row
+	// OwdNs is the one-way delay of the packet that showed the gap, on the scale of the
+	// receiver's delay statistics: that packet queued behind what the lost one met.
+	OwdNs int64
 }
 
 // GapReader reads the receiver's gap reports (every tunnel's) as they come.
@@ -38,7 +41,7 @@ func (g *GapReader) Read() (Gap, error) {
 	if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &v); err != nil {
 		return Gap{}, fmt.Errorf("gap report of %d bytes: %w", len(rec.RawSample), err)
 	}
-	return Gap{Slot: v.Slot, Path: uint8(v.Path), First: v.First, Count: v.Count}, nil
+	return Gap{Slot: v.Slot, Path: uint8(v.Path), First: v.First, Count: v.Count, OwdNs: v.OwdNs}, nil
 }
 
 // Close ends Read.

@@ -38,11 +38,15 @@ func TestReceiverRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gaps.Close()
-	// Path 0 carries seqs 0, 2, 5 as its path_seqs 10, 11, 14: 12 and 13 are lost.
+	// Path 0 carries seqs 0, 2, 5 as its path_seqs 10, 11, 14: 12 and 13 are lost. The
+	// gap carries the delay of the packet that showed it: sent and received in [sent, rcvd].
+	var sent, rcvd uint64
 	for _, a := range []arrival{{0, 0, 10}, {1, 1, 0}, {2, 0, 11}, {3, 1, 1}, {5, 0, 14}} {
+		sent = monotonicNs()
 		if ret, _ := run(t, d.rcv.PlaitReceiver, signedPacket(t, &k, a, 0, innerPacket(a.seq, 100)[14:], false)); ret != xdpPass {
 			t.Fatalf("%v: verdict %d, want pass", a, ret)
 		}
+		rcvd = monotonicNs()
 	}
 	got := make(chan Gap, 1)
 	go func() {
@@ -53,8 +57,13 @@ func TestReceiverRepair(t *testing.T) {
 	}()
 	select {
 	case g := <-got:
+		owd := g.OwdNs
+		g.OwdNs = 0
 		if want := (Gap{Slot: rxSlot, Path: 0, First: 12, Count: 2}); g != want {
 			t.Errorf("gap %+v, want %+v", g, want)
+		}
+		if owd <= 0 || owd > int64(rcvd-sent) {
+			t.Errorf("gap's delay %d ns, want that of the packet after it, within its %d ns from sending to verdict", owd, rcvd-sent)
 		}
 	case <-time.After(time.Second):
 		t.Fatal("no gap reported")

@@ -231,6 +231,7 @@ struct rx_gap {
 	__u32 path;
 	__u32 first;
 	__u32 count;
+	__s64 owd_ns; /* the delay of the packet that showed the gap: the queue the loss met */
 };
 
 #endif /* PLAIT_STRUCTS_H */
