@@ -284,7 +284,7 @@ func (a *Agent) ask(gap datapath.Gap) {
 // serialization at the path's rate when those are more (RFC 8289 §4.4 for slow links).
 // A drop-tail queue drops only when full, so the packet after its drop queued behind a
 // full queue; a random loss meets the queue wherever a flow's sawtooth has it, and one
-// that met it more than a target below its deepest is not the queue's.
+// that met it more than a target below its top is not the queue's.
 const (
 	codelTarget   = 5 * time.Millisecond
 	codelInterval = 100 * time.Millisecond
