@@ -105,7 +105,7 @@ func BenchmarkRepairCeiling(b *testing.B) {
 func TestRepairViewJudgesTheQueueTheLossMet(t *testing.T) {
 	const base = 20e6 // ns
 	// queue is path 0's queueing delay at a time; path 1 idles at 10 ms.
-	history := func(queue func(at time.Duration) float64) *sampler {
+	sampled := func(queue func(at time.Duration) float64) *sampler {
 		s := &sampler{hist: map[uint32]*history{}}
 		h := &history{}
 		s.hist[1] = h
@@ -126,7 +126,7 @@ func TestRepairViewJudgesTheQueueTheLossMet(t *testing.T) {
 	}
 	// A cubic sawtooth between 40 and 100 ms of queue, after half a second without one
 	// (the path's base), and one stray reading of 1.4 s.
-	sawtooth := history(func(at time.Duration) float64 {
+	sawtooth := sampled(func(at time.Duration) float64 {
 		switch {
 		case at < 500*time.Millisecond:
 			return 0
@@ -136,7 +136,7 @@ func TestRepairViewJudgesTheQueueTheLossMet(t *testing.T) {
 		return 40e6 + 60e6*float64(at%time.Second)/float64(time.Second)
 	})
 	// Bursts: 100 ms of queue, then empty, every 200 ms.
-	bursts := history(func(at time.Duration) float64 {
+	bursts := sampled(func(at time.Duration) float64 {
 		if at%(200*time.Millisecond) < 100*time.Millisecond {
 			return 100e6
 		}
