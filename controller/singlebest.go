@@ -60,8 +60,13 @@ func (o *optimizer) guardSingle(now time.Time, ests []*pathEstimator, best []boo
 	}
 	goodput := wire * float64(tcp.MSS) / float64(tcp.MSS+tcp.Overhead)
 	// Only a flow of full-sized packets is judged: the ACK stream of a flow the other
-	// way (the direction's only traffic in a lab) is no bulk flow that wants more.
-	data, _ := fullSized(ests)
+	// way (the direction's only traffic in a lab) is no bulk flow that wants more. The
+	// verdict is bulkLoad's, which a report without packets leaves as it was: a stall is
+	// part of what the set delivers. It is judged once packets come again, not while
+	// none come: a flow that ended is no flow held down (the direction, idle, starts
+	// afresh, o.starting).
+	data := o.full
+	_, flowing := fullSized(ests)
 	cur := o.set // the set the flow has run on
 	if cur == nil {
 		cur = best
@@ -71,7 +76,7 @@ func (o *optimizer) guardSingle(now time.Time, ests []*pathEstimator, best []boo
 	}
 	g.goodput = append(g.goodput, timed{now, goodput})
 	g.goodput = slices.DeleteFunc(g.goodput, func(s timed) bool { return now.Sub(s.at) > soloJudge })
-	judged := !o.starting && now.Sub(g.setAt) >= soloJudge
+	judged := !o.starting && now.Sub(g.setAt) >= soloJudge && flowing
 	var mean float64
 	for _, s := range g.goodput {
 		mean += s.v / float64(len(g.goodput))

@@ -138,3 +138,49 @@ func TestGuardSingleWaitsForARampingFlow(t *testing.T) {
 		}
 	}
 }
+
+// A striped flow that stalls now and then (a report without packets) is judged as
+// what it delivers, stalls included: a stall does not restart the judging window, as
+// it would if it ended the flow.
+func TestGuardSingleJudgesAFlowThatStalls(t *testing.T) {
+	caps, delays := []float64{47e6, 3e6}, []float64{108e3, 109e3}
+	tcp := model.TCP{}
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ests := known(caps, delays, 30e6)
+	o := newOptimizer(2, t0)
+	var soloAt float64
+	for i := 0; i < 200 && soloAt == 0; i++ {
+		if i%4 == 3 {
+			deliver(ests, frameBits, 0, 0) // a stall
+		} else {
+			deliver(ests, frameBits, 30e6, 2e6)
+		}
+		if w := o.decide(at(float64(i)*0.1), ests, "auto", nil, tcp); w.shares()[0] == 1 {
+			soloAt = float64(i) * 0.1
+		}
+	}
+	// The flow's start (3 s here) and one judging window after it.
+	if soloAt == 0 || soloAt > 3+soloJudge.Seconds()+0.5 {
+		t.Fatalf("striped at 24 Mbit/s with stalls, half of path 0 alone: still striped after 20 s (%s)", o.reason)
+	}
+	t.Logf("alone on path 0 at %.1fs: %s", soloAt, o.reason)
+}
+
+// A striped flow that ends is not judged on the reports without packets that follow:
+// the direction's next flow is not held on one path for it.
+func TestGuardSingleLeavesAFlowThatEnded(t *testing.T) {
+	caps, delays := []float64{30e6, 18e6, 12e6}, []float64{25e3, 40e3, 35e3}
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ests := known(caps, delays, 29e6)
+	o := newOptimizer(3, t0)
+	for i := range 300 {
+		if i < 100 {
+			deliver(ests, frameBits, 14e6, 9e6, 6e6) // 29 Mbit/s for 10 s: above 0.9 of path 0's 28
+		} else {
+			deliver(ests, frameBits, 0, 0, 0) // the flow ended
+		}
+		if w := o.decide(at(float64(i)*0.1), ests, "auto", nil, model.TCP{}); w.shares()[0] == 1 {
+			t.Fatalf("%.1fs: held on path 0 alone after the flow ended (%s)", float64(i)*0.1, o.reason)
+		}
+	}
+}
