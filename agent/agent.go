@@ -197,7 +197,7 @@ func (a *Agent) resolvePending() {
 			return nil
 		})
 		if err == nil {
-			a.opts.log.Info("next hop resolved", "tunnel", j.id, "path", j.p.cfg.Name, "mac", j.p.hopMAC)
+			a.opts.log.Info("next hop resolved", "tunnel", j.id, "path", j.p.cfg.Name, "mac", j.p.hopMAC.String())
 		}
 	}
 }

@@ -240,8 +240,16 @@ type proc struct {
 
 func (l *Lab) start(name string, ns *nstest.NS, ready func() bool, args ...string) {
 	p := &proc{ns: ns, args: args, ready: ready}
-	p.cmd, _ = ns.Start(l.Bin, args...)
+	var out func() string
+	p.cmd, out = ns.Start(l.Bin, args...)
 	l.procs[name] = p
+	// What an agent or switch said (next hops, paths dead and back) is what a failure
+	// needs: a flow whose handshake never got through left only the controller's log.
+	l.t.Cleanup(func() {
+		if o := out(); l.t.Failed() && o != "" {
+			l.t.Logf("%s log:\n%s", name, o)
+		}
+	})
 	waitFor(l.t, 10*time.Second, name, ready)
 }
 
