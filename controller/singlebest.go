@@ -65,13 +65,12 @@ func (o *optimizer) guardSingle(now time.Time, ests []*pathEstimator, best []boo
 	// part of what the set delivers. It is judged once packets come again, not while
 	// none come: a flow that ended is no flow held down (the direction, idle, starts
 	// afresh, o.starting).
-	data := o.full
 	_, flowing := fullSized(ests)
 	cur := o.set // the set the flow has run on
 	if cur == nil {
 		cur = best
 	}
-	if g.setAt.IsZero() || o.starting || !data || !slices.Equal(cur, g.judging) {
+	if g.setAt.IsZero() || o.starting || !o.full || !slices.Equal(cur, g.judging) {
 		g.setAt, g.goodput, g.judging = now, nil, slices.Clone(cur) // a flow's start is not judged
 	}
 	g.goodput = append(g.goodput, timed{now, goodput})
