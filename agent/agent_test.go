@@ -420,6 +420,44 @@ func TestProbesCarryTelemetry(t *testing.T) {
 	}
 }
 
+// A path whose next hop has not answered ARP carries no probes. The kernel would queue
+// them until the peer answers and the receiver would read the wait, a second or more, as
+// the path's delay: a lab's first ARP can go before its switches forward, and the
+// controller once chose its paths by such a reading.
+func TestNoProbesBeforeTheNextHopAnswers(t *testing.T) {
+	p := newPair(t, 1)
+	// h2 answers no ARP, nor asks (h1 would learn its address from the asking).
+	p.h2.Run("ip", "link", "set", "eth1", "arp", "off")
+	p.configureBoth(t, 1, nil)
+	tuns, err := run(t, p.h1, func() (*pb.ListTunnelsResponse, error) { return p.a1.ListTunnels(context.Background(), &pb.Empty{}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := tuns.Tunnels[0].Paths[0]; ps.NextHopMac != "" {
+		t.Fatalf("h1 resolved %s with ARP off at h2: nothing to test", ps.NextHopMac)
+	}
+	time.Sleep(1500 * time.Millisecond) // several samples, each of which would probe
+	p.h2.Run("ip", "link", "set", "eth1", "arp", "on")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		tuns, err := run(t, p.h1, func() (*pb.ListTunnelsResponse, error) { return p.a1.ListTunnels(context.Background(), &pb.Empty{}) })
+		if err == nil && tuns.Tunnels[0].Paths[0].NextHopMac != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("h1 did not resolve its next hop within 5 s of h2 answering ARP")
+		}
+	}
+	time.Sleep(time.Second) // probes on the resolved path
+	ps := stats(t, p.h2, p.a2, 5*time.Second).Paths[0]
+	if ps.Probes == 0 {
+		t.Fatal("no probes arrived once the next hop answered")
+	}
+	// Over veth a probe takes microseconds; one queued for ARP, most of a second.
+	if ps.OwdMeanUs > 20e3 {
+		t.Errorf("mean delay of %d probes %.1f ms: probes waited for ARP", ps.Probes, ps.OwdMeanUs/1e3)
+	}
+}
+
 // Probe trains keep coming on the paths of a tunnel that carries only a trickle: the
 // agents' own reports, a few a second, or a ping. Counted as a flow's use of the paths,
 // such a trickle held every train off after a path's first four, and the controller's

@@ -102,12 +102,14 @@ func (s *sampler) sample() {
 		t        *tunnel
 		est      []*pb.PathEstimate // the controller's, per path: sizes probe trains
 		unused   []bool             // the split gives the path nothing
+		resolved []bool             // the path's next hop is resolved
 	}
 	var todo []work
 	for id, t := range s.a.tunnels {
-		w := work{id, t.slot, t, make([]*pb.PathEstimate, len(t.paths)), make([]bool, len(t.paths))}
+		w := work{id, t.slot, t, make([]*pb.PathEstimate, len(t.paths)), make([]bool, len(t.paths)), make([]bool, len(t.paths))}
 		for i, p := range t.paths {
 			w.est[i] = p.est
+			w.resolved[i] = p.hopMAC != nil
 			switch t.cfg.Mode {
 			case pb.Mode_MODE_WRR:
 				w.unused[i] = i < len(t.cfg.Weights) && t.cfg.Weights[i] == 0
@@ -150,6 +152,10 @@ func (s *sampler) sample() {
 			}
 			switch {
 			case pr == nil:
+			case !w.resolved[i]:
+				// A probe sent before the next hop answers ARP waits in the kernel's queue and
+				// reads as a delay of a second or more: 1.25 s at a lab's start, which the
+				// controller's first choice of paths and the agent's standing queue took.
 			case prev != nil && tx.Bytes[i]-prev.tx.Bytes[i] >= uint64(w.t.mtu):
 				// A trickle (less than one of the tunnel's full-sized packets a sample) is
 				// no flow using the path: see lastSent.
