@@ -2,6 +2,7 @@ package agent
 
 import (
 	"math"
+	"math/bits"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -18,12 +19,45 @@ import (
 // the tunnel this long, then the receiver delivers directly again.
 const reseqLease = 500 * time.Millisecond
 
-// reseqRun is a tunnel's running resequencer and what it was opened on.
+// reseqRun is a tunnel's running resequencer, what it was opened on, and the highest
+// base delay of its proof paths over topWindow.
 type reseqRun struct {
 	rs        *reseq.Resequencer
 	dev, peer uint32
 	mtu       int
 	port      uint32
+	tops      maxWindow
+}
+
+// topWindow is how long the delay the offsets hold packets to stays once a lower one is
+// measured. TCP's estimators keep the least round trip they see (BBR's for 10 s, cubic's
+// HyStart for the connection), so a delay that falls and rises again reads to them as a
+// queue the flow built: on sweep-7-19 (a debug build printing it) the slowest path
+// carried no data for a second early in a flow, the delay held to fell from its 112 ms
+// to the next path's 74 ms for 0.4 s, and HyStart ended slow start at 37 packets when
+// it rose again. As long as BBR's window, and the agent's for base delays.
+const topWindow = baseWindow
+
+// maxWindow is the greatest value added over the last topWindow.
+type maxWindow struct {
+	q []timed // falling values, oldest first
+}
+
+type timed struct {
+	at uint64 // monotonic ns
+	v  int64
+}
+
+// add adds v at now and returns the window's greatest value.
+func (m *maxWindow) add(now uint64, v int64) int64 {
+	for len(m.q) > 0 && m.q[len(m.q)-1].v <= v {
+		m.q = m.q[:len(m.q)-1]
+	}
+	m.q = append(m.q, timed{now, v})
+	for now-m.q[0].at > uint64(topWindow) {
+		m.q = m.q[1:]
+	}
+	return m.q[0].v
 }
 
 // resequence starts, keeps or stops the tunnel's resequencer as its configuration says;
@@ -85,9 +119,19 @@ func (a *Agent) renewResequencers() {
 			continue
 		}
 		if sp, ok := a.stats.spread(id); ok {
+			// A connection that opened in the last second is a flow starting: its data
+			// goes where the split sends a flow, not where the trickle before it went
+			// (the agents' own reports, a few a second, keep a tunnel "steady" on one or
+			// two paths). Held to those paths alone, the first three packets of a
+			// window of ten reached TCP 44 ms before the rest on sweep-7-19, and
+			// HyStart, its least round trip theirs, ended slow start at 37 packets.
+			now := monoNow()
+			if int64(now)-run.rs.Opened() < int64(time.Second) {
+				sp.steady = false
+			}
 			run.rs.SetHold(sp.holdBound())
 			run.rs.SetPaths(sp.proofPaths())
-			run.rs.SetOffsets(sp.offsets())
+			run.rs.SetOffsets(sp.offsets(run.tops.add(now, sp.topDelay())))
 		}
 		run.rs.SetRepairWait(a.repairWait(t))
 		if err := a.leaseResequencer(t.slot, run.dev); err != nil {
@@ -110,29 +154,42 @@ func (sp *pathSpread) holdBound() int64 {
 }
 
 // offsets are how long the resequencer holds each path's packets at least: by how
-// much its base one-way delay is below the highest of the proof paths (proofPaths).
-// Base delays, not smoothed ones: what queues add stays visible to TCP's delay-based
-// estimators, and reaches it in order, which the resequencer sees to. They are in
-// force before a flow starts: a flow whose first round trips are the fast path's sees
-// the next ones rise by the skew, and HyStart ends its slow start there (at a window of
-// 79 packets on sweep-3-15 when only data paths counted, offsets 0 until the first
-// sample saw data). Once the tunnel has carried data for a second, a path the split
-// leaves idle adds nothing (light load on the fastest path alone, probes elsewhere,
-// keeps that path's delay); a single packet after a pause waits for the slowest path.
-func (sp *pathSpread) offsets() (off [wire.MaxPaths]int64) {
+// much its base one-way delay is below top (the highest of the proof paths', topDelay,
+// over topWindow); none with one proof path, which has nothing to wait for. Base delays, not smoothed ones: what queues add stays visible to
+// TCP's delay-based estimators, and reaches it in order, which the resequencer sees to.
+// They are in force before a flow starts: a flow whose first round trips are the fast
+// path's sees the next ones rise by the skew, and HyStart ends its slow start there (at
+// a window of 79 packets on sweep-3-15 when only data paths counted, offsets 0 until
+// the first sample saw data). Once the tunnel has carried data for a second, a path the
+// split leaves idle adds nothing once its delay has left the window (light load on the
+// fastest path alone, probes elsewhere, keeps that path's delay); a single packet after
+// a pause waits for the slowest path.
+func (sp *pathSpread) offsets(top int64) (off [wire.MaxPaths]int64) {
 	set := sp.proofPaths()
-	top := math.Inf(-1)
-	for i, b := range sp.base {
-		if set&(1<<i) != 0 && !math.IsInf(b, 1) {
-			top = max(top, b)
-		}
+	if top == noTop || bits.OnesCount32(set) < 2 {
+		return off // one path has nothing to wait for, whatever the window holds
 	}
 	for i, b := range sp.base {
 		if set&(1<<i) != 0 && !math.IsInf(b, 1) {
-			off[i] = int64(top - b)
+			off[i] = top - int64(b)
 		}
 	}
 	return off
+}
+
+// noTop is topDelay's "no proof path has a delay yet".
+const noTop = math.MinInt64
+
+// topDelay is the highest base one-way delay of the proof paths (ns), or noTop.
+func (sp *pathSpread) topDelay() int64 {
+	set := sp.proofPaths()
+	top := int64(noTop)
+	for i, b := range sp.base {
+		if set&(1<<i) != 0 && !math.IsInf(b, 1) {
+			top = max(top, int64(b))
+		}
+	}
+	return top
 }
 
 // pathSpread is what the paths heard from in the last second (paths, bit i: path i)

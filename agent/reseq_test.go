@@ -154,9 +154,46 @@ func TestSpreadSteadyAcrossAPause(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no spread", c.name)
 		}
-		off := sp.offsets()
+		off := sp.offsets(sp.topDelay())
 		if sp.steady != c.wantSteady || c.wantSteady != (off[0] == 0) {
 			t.Errorf("%s: steady %v, path 0's offset %.0f ms; want steady %v", c.name, sp.steady, float64(off[0])/1e6, c.wantSteady)
 		}
+	}
+}
+
+// The delay the offsets hold to is the greatest of the window: one that falls stays
+// until the window has passed, one that rises takes effect at once.
+func TestTopFallsOnlyAfterItsWindow(t *testing.T) {
+	var m maxWindow
+	sec := uint64(time.Second)
+	for _, c := range []struct {
+		at   uint64
+		v    int64
+		want int64
+	}{
+		{0, noTop, noTop},
+		{1 * sec, 120, 120},
+		{2 * sec, 77, 120},
+		{3 * sec, 121, 121},
+		{3*sec + uint64(topWindow), 60, 121},
+		{4*sec + uint64(topWindow), 60, 60},
+	} {
+		if got := m.add(c.at, c.v); got != c.want {
+			t.Errorf("%v at %v: top %d, want %d", c.v, time.Duration(c.at), got, c.want)
+		}
+	}
+}
+
+// One proof path has nothing to wait for, whatever higher delay the window still holds
+// (a flow the guard moved to its best path); two wait for the window's.
+func TestOnePathWaitsForNothing(t *testing.T) {
+	sp := pathSpread{paths: 0b11, data: 0b01, steady: true}
+	sp.base[0], sp.base[1] = 10e6, 100e6
+	if off := sp.offsets(100e6); off[0] != 0 {
+		t.Errorf("one data path: offset %.0f ms, want 0", float64(off[0])/1e6)
+	}
+	sp.data = 0b11
+	if off := sp.offsets(120e6); off[0] != 110e6 || off[1] != 20e6 {
+		t.Errorf("two data paths: offsets %.0f and %.0f ms, want 110 and 20", float64(off[0])/1e6, float64(off[1])/1e6)
 	}
 }

@@ -125,7 +125,8 @@ type Buffer struct {
 	// offset[i] is how long a packet that came by path i waits at least (ns): as much as
 	// its path is faster than the slowest path in use (SetOffsets).
 	offset  [wire.MaxPaths]atomic.Int64
-	proofAt int64 // when the hole at next was first proven lost (0: not)
+	opened  atomic.Int64 // when the last TCP connection opened (SYN or SYN-ACK; ns, 0: none)
+	proofAt int64        // when the hole at next was first proven lost (0: not)
 	started bool
 	next    uint32 // the seq released next
 	held    int
@@ -202,6 +203,10 @@ func (b *Buffer) SetOffsets(off [wire.MaxPaths]int64) {
 	}
 }
 
+// Opened is when the last TCP connection opened this way (its SYN or SYN-ACK came; ns,
+// monotonic; 0: none yet): its data follows a round trip later, split afresh.
+func (b *Buffer) Opened() int64 { return b.opened.Load() }
+
 // SetPaths says which paths carry the tunnel's data (bit i: path i); a hole is proven
 // lost only once each of them has delivered beyond it. A path the split stopped feeding
 // only costs holes their bound until it leaves the set; a path left out of it that still
@@ -261,6 +266,9 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 				due += o
 			}
 			b.flows.add(frame, now)
+			if opensFlow(frame) {
+				b.opened.Store(now)
+			}
 		}
 	}
 	if !b.started {
@@ -536,15 +544,29 @@ func (b *Buffer) confirm() int64 {
 // pureACK is whether frame (Ethernet, IPv4) is a TCP segment without payload, SYN, FIN
 // or RST.
 func pureACK(f []byte) bool {
+	tcp, payload, ok := tcpSegment(f)
+	return ok && payload == 0 && tcp[13]&0x07 == 0
+}
+
+// opensFlow is whether frame (Ethernet, IPv4) is a TCP SYN or SYN-ACK: a connection's
+// first segment each way, its data one round trip behind.
+func opensFlow(f []byte) bool {
+	tcp, _, ok := tcpSegment(f)
+	return ok && tcp[13]&0x02 != 0
+}
+
+// tcpSegment returns frame's TCP header and how many bytes of payload follow it; not ok
+// for anything but IPv4 TCP.
+func tcpSegment(f []byte) (tcp []byte, payload int, ok bool) {
 	const eth = 14
 	if len(f) < eth+20 || f[eth]>>4 != 4 || f[eth+9] != 6 {
-		return false
+		return nil, 0, false
 	}
 	ihl := int(f[eth]&0x0f) * 4
 	if len(f) < eth+ihl+20 {
-		return false
+		return nil, 0, false
 	}
-	tcp := f[eth+ihl:]
+	tcp = f[eth+ihl:]
 	total := int(f[eth+2])<<8 | int(f[eth+3])
-	return total == ihl+int(tcp[12]>>4)*4 && tcp[13]&0x07 == 0
+	return tcp, total - ihl - int(tcp[12]>>4)*4, true
 }

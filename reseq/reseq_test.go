@@ -151,6 +151,30 @@ func TestPureACKPasses(t *testing.T) {
 	}
 }
 
+// A SYN or SYN-ACK says when a connection opened; its ACK, its data and other protocols
+// do not.
+func TestOpenedAtSYN(t *testing.T) {
+	seg := func(flags byte, payload int) []byte {
+		f := make([]byte, 14+20+20+payload)
+		f[14], f[14+9], f[14+3] = 0x45, 6, byte(40+payload)
+		f[14+20+12], f[14+20+13] = 5<<4, flags
+		return f
+	}
+	udp := seg(0x02, 0)
+	udp[14+9] = 17
+	b := New(50e6, func([]byte) {})
+	for i, c := range []struct {
+		frame []byte
+		at    int64
+		want  int64
+	}{{seg(0x10, 0), 1, 0}, {udp, 2, 0}, {seg(0x02, 0), 3, 3}, {seg(0x10, 100), 4, 3}, {seg(0x12, 0), 5, 5}} {
+		b.Push(c.frame, uint32(i), 0, c.at)
+		if got := b.Opened(); got != c.want {
+			t.Errorf("after frame %d (flags %#x): opened %d, want %d", i, c.frame[14+20+13], got, c.want)
+		}
+	}
+}
+
 // With offsets, a packet from a fast path waits its path's offset even when nothing is
 // missing before it, so every packet reaches the stack as late as the slowest path's;
 // later packets wait behind it, and packets from the slow path (offset 0) that are next
