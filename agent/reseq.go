@@ -153,17 +153,18 @@ func (sp *pathSpread) holdBound() int64 {
 	return int64(max(sp.hi-sp.lo, sp.late) + 4*sp.jitter)
 }
 
-// offsets are how long the resequencer holds each path's packets at least: by how
-// much its base one-way delay is below top (the highest of the proof paths', topDelay,
-// over topWindow); none with one proof path, which has nothing to wait for. Base delays, not smoothed ones: what queues add stays visible to
-// TCP's delay-based estimators, and reaches it in order, which the resequencer sees to.
-// They are in force before a flow starts: a flow whose first round trips are the fast
-// path's sees the next ones rise by the skew, and HyStart ends its slow start there (at
-// a window of 79 packets on sweep-3-15 when only data paths counted, offsets 0 until
-// the first sample saw data). Once the tunnel has carried data for a second, a path the
-// split leaves idle adds nothing once its delay has left the window (light load on the
-// fastest path alone, probes elsewhere, keeps that path's delay); a single packet after
-// a pause waits for the slowest path.
+// offsets are how long the resequencer holds each path's packets at least: by how much
+// its base one-way delay is below top (the highest of the proof paths', topDelay, over
+// topWindow); none with one proof path, which has nothing to wait for. Base delays, not
+// smoothed ones: what queues add stays visible to TCP's delay-based estimators, and
+// reaches it in order, which the resequencer sees to. They are in force before a flow
+// starts: a flow whose first round trips are the fast path's sees the next ones rise by
+// the skew, and HyStart ends its slow start there (at a window of 79 packets on
+// sweep-3-15 when only data paths counted, offsets 0 until the first sample saw data).
+// Once the tunnel has carried data for a second, a path the split leaves idle adds
+// nothing once its delay has left the window (light load on the fastest path alone,
+// probes elsewhere, keeps that path's delay); a single packet after a pause waits for
+// the slowest path.
 func (sp *pathSpread) offsets(top int64) (off [wire.MaxPaths]int64) {
 	set := sp.proofPaths()
 	if top == noTop || bits.OnesCount32(set) < 2 {
