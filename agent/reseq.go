@@ -131,7 +131,14 @@ func (a *Agent) renewResequencers() {
 			}
 			run.rs.SetHold(sp.holdBound())
 			run.rs.SetPaths(sp.proofPaths())
-			run.rs.SetOffsets(sp.offsets(run.tops.add(now, sp.topDelay())))
+			// Only a steady flow's delays enter the window: a flow start's every path
+			// heard from would keep an idle one's for 10 s (on three paths with one
+			// idle, most holes on the lossy one then waited out the bound).
+			top := sp.topDelay()
+			if sp.steady {
+				top = run.tops.add(now, top)
+			}
+			run.rs.SetOffsets(sp.offsets(top))
 		}
 		run.rs.SetRepairWait(a.repairWait(t))
 		if err := a.leaseResequencer(t.slot, run.dev); err != nil {
