@@ -204,7 +204,8 @@ func (sp *pathSpread) topDelay() int64 {
 // measured: their smoothed one-way delays (owd), the lowest and highest of them, the
 // largest jitter, and the latest a reordered packet came over the agent's window; and
 // which of them carried data (data), with their base one-way delays over that window;
-// and whether the tunnel carried data in the second before the last one too (steady).
+// and whether the tunnel carried data in the second before the last one too (steady;
+// renewResequencers clears it for a second after a connection opens).
 type pathSpread struct {
 	owd, base            [wire.MaxPaths]float64
 	paths, data          uint32

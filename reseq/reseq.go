@@ -257,16 +257,17 @@ func diff(a, b uint32) int32 { return int32(a - b) }
 // later one.
 func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	repair := path&wire.PathRepair != 0
+	pure, opens := classify(frame)
 	due := now
 	if !repair {
 		// A repair says nothing of the path it took: it left later, out of its order.
 		b.seen(seq, path, now)
-		if !pureACK(frame) {
+		if !pure {
 			if o := b.offset[path%wire.MaxPaths].Load(); o > 0 {
 				due += o
 			}
 			b.flows.add(frame, now)
-			if opensFlow(frame) {
+			if opens {
 				b.opened.Store(now)
 			}
 		}
@@ -330,7 +331,7 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 			b.filled(b.rises[b.rHead].at, now)
 		}
 		s.present, s.due = true, due
-		if pureACK(frame) {
+		if pure {
 			// An ACK that overtakes others costs TCP nothing (the older ones are then
 			// ignored), and holding it would add the paths' skew to the round trip of
 			// every segment it acknowledges.
@@ -541,18 +542,15 @@ func (b *Buffer) confirm() int64 {
 	return c
 }
 
-// pureACK is whether frame (Ethernet, IPv4) is a TCP segment without payload, SYN, FIN
-// or RST.
-func pureACK(f []byte) bool {
+// classify says what frame (Ethernet, IPv4) is to the resequencer: pure, a TCP segment
+// without payload, SYN, FIN or RST; opens, a TCP SYN or SYN-ACK, a connection's first
+// segment each way, its data one round trip behind.
+func classify(f []byte) (pure, opens bool) {
 	tcp, payload, ok := tcpSegment(f)
-	return ok && payload == 0 && tcp[13]&0x07 == 0
-}
-
-// opensFlow is whether frame (Ethernet, IPv4) is a TCP SYN or SYN-ACK: a connection's
-// first segment each way, its data one round trip behind.
-func opensFlow(f []byte) bool {
-	tcp, _, ok := tcpSegment(f)
-	return ok && tcp[13]&0x02 != 0
+	if !ok {
+		return false, false
+	}
+	return payload == 0 && tcp[13]&0x07 == 0, tcp[13]&0x02 != 0
 }
 
 // tcpSegment returns frame's TCP header and how many bytes of payload follow it; not ok
