@@ -294,6 +294,6 @@ func (a *Agent) reseqStats(id uint32) *pb.ResequencerStats {
 	return &pb.ResequencerStats{
 		InOrder: c.InOrder.Load(), Bound: c.Bound.Load(), Lost: c.Lost.Load(), Skipped: c.Skipped.Load(),
 		Late: c.Late.Load(), Holes: c.Holes.Load(), Dropped: c.Dropped.Load(), Held: c.Held.Load(),
-		HoldUs: float64(run.rs.Hold()) / 1e3, BusyNs: c.BusyNs.Load(), Passed: c.Passed.Load(), Flows: run.rs.Flows(),
+		HoldUs: float64(run.rs.Hold()) / 1e3, BusyNs: c.BusyNs.Load(), Passed: c.Passed.Load(), Flows: run.rs.Flows(), Ahead: c.Ahead.Load(),
 	}
 }

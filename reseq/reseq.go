@@ -14,8 +14,9 @@
 // hole proven lost waits instead for the sender's repair of it while the agent has asked
 // for repairs (ExpectRepairs), as long as a repair has been measured to take. A packet
 // from a path faster than the slowest path in use waits the difference (SetOffsets), so
-// that the stack sees one path's delay. Docs:
-// docs/datapath.md.
+// that the stack sees one path's delay. A TCP segment next in its own flow passes a
+// hole that another flow's packet left (passAhead): TCP needs each flow in its order,
+// not the tunnel's. Docs: docs/datapath.md.
 package reseq
 
 import (
@@ -43,8 +44,8 @@ const (
 const Window = 8192
 
 // RepairShare is the share of the time holes may spend waiting for repairs, past the
-// proof that they are lost. A hole that waits holds everything behind it, and TCP's
-// clock with it; one given up reaches TCP as a loss, which costs cubic a window cut to
+// proof that they are lost. A hole that waits holds its flow behind it, and that
+// flow's clock with it; one given up reaches TCP as a loss, which costs cubic a window cut to
 // β = 0.7 (RFC 9438) until the repair that follows the hole turns TCP's retransmission
 // into a duplicate (RFC 2883's DSACK), TCP undoes the cut and widens its reordering
 // window. So the waits are held to what that cut would cost: 1 - β of the time. On
@@ -67,6 +68,7 @@ type Counters struct {
 	Dropped atomic.Uint64 // packets the tunnel device did not take
 	BusyNs  atomic.Uint64 // CPU time spent moving packets, system calls included
 	Passed  atomic.Uint64 // pure ACKs passed on ahead of a hole (not held)
+	Ahead   atomic.Uint64 // segments passed on ahead of a hole that was not in their flow
 	Repairs atomic.Uint64 // repairs that came before their hole was given up
 	Held    atomic.Int64  // packets waiting now
 }
@@ -75,6 +77,7 @@ type slot struct {
 	present bool
 	sent    bool // a pure ACK passed on ahead of its turn: nothing to release
 	frame   []byte
+	seg     seg
 	due     int64 // not released before (ns): its arrival plus its path's offset
 	// A hole given up while its repair was on its way: its seq and first sighting, so
 	// that a repair that comes after all still teaches how long repairs take.
@@ -138,6 +141,7 @@ type Buffer struct {
 	maxSeq    uint32
 	paths     [wire.MaxPaths]pathState
 	flows     flows
+	streams   streams
 	C         Counters
 }
 
@@ -148,6 +152,7 @@ func New(hold int64, emit func(frame []byte)) *Buffer {
 	b.hold.Store(hold)
 	b.steps.Store(1)
 	b.budget = maxBudget
+	b.streams.init()
 	return b
 }
 
@@ -258,6 +263,7 @@ func diff(a, b uint32) int32 { return int32(a - b) }
 func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	repair := path&wire.PathRepair != 0
 	pure, opens := classify(frame)
+	g := segmentOf(frame)
 	due := now
 	if !repair {
 		// A repair says nothing of the path it took: it left later, out of its order.
@@ -266,7 +272,7 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 			if o := b.offset[path%wire.MaxPaths].Load(); o > 0 {
 				due += o
 			}
-			b.flows.add(frame, now)
+			b.flows.add(frame, g, now)
 			if opens {
 				b.opened.Store(now)
 			}
@@ -314,13 +320,13 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 			b.steps.Add(1)
 			b.stepSeq = b.next
 		}
-		b.emit(frame)
+		b.out(frame, g)
 		return
 	case d == 0 && due <= now:
 		if b.held > 0 && !repair {
 			b.filled(b.rises[b.rHead].at, now)
 		}
-		b.release(frame, &b.C.InOrder)
+		b.release(frame, g, &b.C.InOrder)
 		b.drain(&b.C.InOrder, now)
 	default:
 		s := &b.slots[seq%Window]
@@ -339,7 +345,8 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 			b.C.Passed.Add(1)
 			b.emit(frame)
 		} else {
-			s.frame = append(s.frame[:0], frame...)
+			s.frame, s.seg = append(s.frame[:0], frame...), g
+			b.streams.held(s.seg, seq)
 		}
 		b.held++
 		b.C.Held.Store(int64(b.held))
@@ -358,11 +365,21 @@ func (b *Buffer) seen(seq uint32, path uint8, now int64) {
 	p.at = now
 }
 
-// release emits the next packet.
-func (b *Buffer) release(frame []byte, class *atomic.Uint64) {
+// release emits the next packet (g: its seg).
+func (b *Buffer) release(frame []byte, g seg, class *atomic.Uint64) {
 	class.Add(1)
-	b.emit(frame)
+	b.out(frame, g)
 	b.advance()
+}
+
+// out hands frame (g: its seg) to the stack, and finds its flow's next if held.
+func (b *Buffer) out(frame []byte, g seg) {
+	if j, seq, ok := b.streams.released(g); ok {
+		if s := &b.slots[seq%Window]; s.present && !s.sent && s.seg.key == g.key && s.seg.start == g.end && diff(seq, b.next) > 0 {
+			b.streams.setNext(j, seq)
+		}
+	}
+	b.emit(frame)
 }
 
 // advance moves on to the next seq.
@@ -391,7 +408,7 @@ func (b *Buffer) drain(class *atomic.Uint64, now int64) {
 			b.advance()
 			continue
 		}
-		b.release(s.frame, class)
+		b.release(s.frame, s.seg, class)
 		class = &b.C.InOrder
 	}
 }
@@ -442,7 +459,7 @@ func (b *Buffer) Deadline() int64 {
 		return 0
 	}
 	d, _ := b.deadline()
-	return d
+	return min(d, b.streams.due)
 }
 
 // deadline is when the hole at next is given up, and the class of what it releases: at
@@ -497,9 +514,38 @@ func (b *Buffer) Expire(now int64) {
 		}
 		d, class := b.deadline()
 		if now < d {
+			b.passAhead(now)
 			return
 		}
 		b.skip(class, now)
+	}
+}
+
+// passAhead passes on the held packets that are due and next in their own flow: the
+// hole at next is another flow's, and a loss on one path then holds only the flow it
+// struck, as it would cut only its own subflow's window in MPTCP. Each flow still
+// reaches the stack in its own order, and no packet before its path's offset.
+func (b *Buffer) passAhead(now int64) {
+	st := &b.streams
+	st.due = math.MaxInt64
+	for i := 0; i < len(st.ready); {
+		j := st.ready[i]
+		seq := st.next[j]
+		s := &b.slots[seq%Window]
+		switch {
+		case !st.hasNext[j] || !s.present || s.sent || s.seg.key != st.key[j] || s.seg.start != st.end[j] || diff(seq, b.next) <= 0:
+			// Released in its turn, or its flow lost the slot: drain releases it.
+			st.hasNext[j] = false
+			st.ready[i] = st.ready[len(st.ready)-1]
+			st.ready = st.ready[:len(st.ready)-1]
+		case s.due > now:
+			st.due = min(st.due, s.due)
+			i++
+		default:
+			s.sent = true
+			b.C.Ahead.Add(1)
+			b.out(s.frame, s.seg) // finds the flow's next, if held: this loop takes it next
+		}
 	}
 }
 

@@ -364,7 +364,8 @@ def run_config(lab, config, tag=None):
         }
         res["reordered_ratio"] = d("reordered") / rec if rec > 0 else 0.0
         # The receiver's resequencer, when the scenario turns it on: packets released in
-        # order, at the bound, as proven lost, skipped, late; the hold at the end.
+        # order, at the bound, as proven lost, skipped, late, ahead of another flow's
+        # hole; the hold at the end.
         qa, qb = after["resequencer"], before["resequencer"]
         if qa:
             q = lambda k: measure.num(qa.get(k, 0)) - measure.num(qb.get(k, 0))
@@ -375,6 +376,7 @@ def run_config(lab, config, tag=None):
                 "skipped": q("skipped"),
                 "late": q("late"),
                 "passed": q("passed"),
+                "ahead": q("ahead"),
                 "holes": q("holes"),
                 "dropped": q("dropped"),
                 "hold_us": measure.num(qa.get("holdUs", 0)),

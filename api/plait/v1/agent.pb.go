@@ -1973,7 +1973,7 @@ func (x *RepairStats) GetCongested() uint64 {
 }
 
 // What the receiving end's resequencer did, cumulative since it started; every packet it
-// released counts once in in_order, bound, lost, skipped, late or passed.
+// released counts once in in_order, bound, lost, skipped, late, passed or ahead.
 type ResequencerStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	InOrder       uint64                 `protobuf:"varint,1,opt,name=in_order,json=inOrder,proto3" json:"in_order,omitempty"` // released with no hole given up before them (after a wait or not)
@@ -1988,6 +1988,7 @@ type ResequencerStats struct {
 	BusyNs        uint64                 `protobuf:"varint,10,opt,name=busy_ns,json=busyNs,proto3" json:"busy_ns,omitempty"`   // CPU time spent moving packets, system calls included
 	Passed        uint64                 `protobuf:"varint,11,opt,name=passed,proto3" json:"passed,omitempty"`                 // pure ACKs passed on ahead of a hole, not held
 	Flows         float64                `protobuf:"fixed64,12,opt,name=flows,proto3" json:"flows,omitempty"`                  // effective number of data flows over the last second: (Σc)²/Σc² of their packet counts
+	Ahead         uint64                 `protobuf:"varint,13,opt,name=ahead,proto3" json:"ahead,omitempty"`                   // segments passed on ahead of a hole in another flow: next in their own
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2102,6 +2103,13 @@ func (x *ResequencerStats) GetPassed() uint64 {
 func (x *ResequencerStats) GetFlows() float64 {
 	if x != nil {
 		return x.Flows
+	}
+	return 0
+}
+
+func (x *ResequencerStats) GetAhead() uint64 {
+	if x != nil {
+		return x.Ahead
 	}
 	return 0
 }
@@ -2341,7 +2349,7 @@ const file_agent_proto_rawDesc = "" +
 	"\amissing\x18\x06 \x01(\x04R\amissing\x12\x1e\n" +
 	"\vtap_busy_ns\x18\a \x01(\x04R\ttapBusyNs\x12\x17\n" +
 	"\await_us\x18\b \x01(\x01R\x06waitUs\x12\x1c\n" +
-	"\tcongested\x18\t \x01(\x04R\tcongested\"\xa9\x02\n" +
+	"\tcongested\x18\t \x01(\x04R\tcongested\"\xbf\x02\n" +
 	"\x10ResequencerStats\x12\x19\n" +
 	"\bin_order\x18\x01 \x01(\x04R\ainOrder\x12\x14\n" +
 	"\x05bound\x18\x02 \x01(\x04R\x05bound\x12\x12\n" +
@@ -2355,7 +2363,8 @@ const file_agent_proto_rawDesc = "" +
 	"\abusy_ns\x18\n" +
 	" \x01(\x04R\x06busyNs\x12\x16\n" +
 	"\x06passed\x18\v \x01(\x04R\x06passed\x12\x14\n" +
-	"\x05flows\x18\f \x01(\x01R\x05flows\"\xa0\x02\n" +
+	"\x05flows\x18\f \x01(\x01R\x05flows\x12\x14\n" +
+	"\x05ahead\x18\r \x01(\x04R\x05ahead\"\xa0\x02\n" +
 	"\x05Stats\x12/\n" +
 	"\atunnels\x18\x01 \x03(\v2\x15.plait.v1.TunnelStatsR\atunnels\x123\n" +
 	"\x06sender\x18\x02 \x03(\v2\x1b.plait.v1.Stats.SenderEntryR\x06sender\x129\n" +

@@ -107,8 +107,8 @@ func printTunnelStats(w io.Writer, t *pb.TunnelStats) error {
 		t.TunnelId, t.IntervalS, r.Received, fmtPct(r.ReorderedRatio), r.InterPath, r.IntraPath, r.ThreeReordered,
 		fmtUs(r.LateTimeMeanUs), fmtUs(r.LateTimeMaxUs))
 	if q := t.Resequencer; q != nil {
-		fmt.Fprintf(w, "resequencer, hold %s: released in order %d, at the bound %d, as proven lost %d, skipped %d; late %d, ACKs passed %d, holes %d, held %d, dropped %d\n",
-			fmtUs(q.HoldUs), q.InOrder, q.Bound, q.Lost, q.Skipped, q.Late, q.Passed, q.Holes, q.Held, q.Dropped)
+		fmt.Fprintf(w, "resequencer, hold %s: released in order %d, at the bound %d, as proven lost %d, skipped %d; late %d, ACKs passed %d, passed in their flow's order %d, holes %d, held %d, dropped %d\n",
+			fmtUs(q.HoldUs), q.InOrder, q.Bound, q.Lost, q.Skipped, q.Late, q.Passed, q.Ahead, q.Holes, q.Held, q.Dropped)
 	}
 	if q := t.Repair; q != nil {
 		fmt.Fprintf(w, "repair, wait %s: gaps %d, asked %d, left to TCP as congestion %d, repairs taken %d; kept %d, resent %d, not kept %d\n",
