@@ -89,6 +89,7 @@ func flowKey(f []byte, own uint16) (uint32, bool) {
 		}
 	}
 	// Two multiplicative hashes (golden-ratio and xxHash primes) folded: words, not bytes.
-	h := binary.BigEndian.Uint64(f[eth+12:])*0x9E3779B97F4A7C15 ^ (uint64(ports)<<8|uint64(p))*0xC2B2AE3D27D4EB4F
+	addrs, rest := binary.BigEndian.Uint64(f[eth+12:]), uint64(ports)<<8|uint64(p)
+	h := addrs*0x9E3779B97F4A7C15 ^ rest*0xC2B2AE3D27D4EB4F
 	return uint32(h>>32 ^ h), true
 }

@@ -45,12 +45,12 @@ const Window = 8192
 
 // RepairShare is the share of the time holes may spend waiting for repairs, past the
 // proof that they are lost. A hole that waits holds its flow behind it, and that
-// flow's clock with it; one given up reaches TCP as a loss, which costs cubic a window cut to
-// β = 0.7 (RFC 9438) until the repair that follows the hole turns TCP's retransmission
-// into a duplicate (RFC 2883's DSACK), TCP undoes the cut and widens its reordering
-// window. So the waits are held to what that cut would cost: 1 - β of the time. On
-// sweep-3-13's four 35 Mbit/s paths with 0.03-0.33 % loss, about ten holes a second
-// each waited up to the 200 ms cap.
+// flow's clock with it; one given up reaches TCP as a loss, which costs cubic a window
+// cut to β = 0.7 (RFC 9438) until the repair that follows the hole turns TCP's
+// retransmission into a duplicate (RFC 2883's DSACK), TCP undoes the cut and widens its
+// reordering window. So the waits are held to what that cut would cost: 1 - β of the
+// time. On sweep-3-13's four 35 Mbit/s paths with 0.03-0.33 % loss, about ten holes a
+// second each waited up to the 200 ms cap.
 const RepairShare = 0.3
 
 // maxBudget caps the waits' budget at the longest one hole may wait: MaxHold past a
@@ -75,7 +75,7 @@ type Counters struct {
 
 type slot struct {
 	present bool
-	sent    bool // a pure ACK passed on ahead of its turn: nothing to release
+	sent    bool // passed on ahead of its turn (a pure ACK, a flow's next): nothing to release
 	frame   []byte
 	seg     seg
 	due     int64 // not released before (ns): its arrival plus its path's offset
