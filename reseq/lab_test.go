@@ -38,6 +38,23 @@ func mib(t *testing.T, ns *nstest.NS) map[string]int64 {
 	return out
 }
 
+// resequencer dials h2's agent and returns a reader of its tunnel's resequencer counters.
+func resequencer(t *testing.T, lab *labnet.Lab) func() *pb.ResequencerStats {
+	t.Helper()
+	h2, conn, err := agent.Dial(lab.Sock2, sockrpc.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return func() *pb.ResequencerStats {
+		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{IntervalMs: 1000})
+		if err != nil || st.Tunnels[0].Resequencer == nil {
+			t.Fatalf("stats: %v %v", err, st)
+		}
+		return st.Tunnels[0].Resequencer
+	}
+}
+
 // switchLate counts the packets the lab's switches sent more than 5 ms late so far: on
 // an overloaded machine their link goroutines are descheduled at times.
 func switchLate(t *testing.T, lab *labnet.Lab) uint64 {
@@ -183,18 +200,7 @@ func TestIdlePathDoesNotHoldHoles(t *testing.T) {
 	// Not every path gets a capacity estimate (one carries only probes): the probes
 	// need only time to give each path its delay.
 	time.Sleep(2 * time.Second)
-	h2, conn, err := agent.Dial(lab.Sock2, sockrpc.TLS{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	reseqStats := func() *pb.ResequencerStats {
-		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{IntervalMs: 1000})
-		if err != nil || st.Tunnels[0].Resequencer == nil {
-			t.Fatalf("stats: %v %v", err, st)
-		}
-		return st.Tunnels[0].Resequencer
-	}
+	reseqStats := resequencer(t, lab)
 	lab.H2.Start("iperf3", "-s", "-1")
 	time.Sleep(300 * time.Millisecond)
 	cmd, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", "9", "-b", "6M", "-C", "cubic")
@@ -230,18 +236,7 @@ func TestFlowsPassEachOthersHoles(t *testing.T) {
 	stop := lab.StartController("wrr", []float64{1, 1})
 	defer stop()
 	lab.WaitEstimates(15 * time.Second)
-	h2, conn, err := agent.Dial(lab.Sock2, sockrpc.TLS{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	reseqStats := func() *pb.ResequencerStats {
-		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{IntervalMs: 1000})
-		if err != nil || st.Tunnels[0].Resequencer == nil {
-			t.Fatalf("stats: %v %v", err, st)
-		}
-		return st.Tunnels[0].Resequencer
-	}
+	reseqStats := resequencer(t, lab)
 	for attempt := 1; ; attempt++ {
 		lab.H2.Start("iperf3", "-s", "-1")
 		time.Sleep(300 * time.Millisecond)
