@@ -9,10 +9,10 @@ const streamSlots = 256
 
 // seg is what the resequencer needs of a TCP segment that carries data: its flow (one
 // direction of a connection, flowKey) and the sequence numbers its data starts and ends
-// at, SYN and FIN counting one each.
+// at, SYN and FIN counting one each; syn, whether it opens a connection.
 type seg struct {
 	key, start, end uint32
-	ok              bool
+	ok, syn         bool
 }
 
 // segmentOf reads frame's seg; not ok for anything but an IPv4 TCP segment with data. A
@@ -29,7 +29,7 @@ func segmentOf(frame []byte) seg {
 	}
 	key, _ := flowKey(frame, 0)
 	start := uint32(tcp[4])<<24 | uint32(tcp[5])<<16 | uint32(tcp[6])<<8 | uint32(tcp[7])
-	return seg{key, start, start + n, true}
+	return seg{key, start, start + n, true, tcp[13]&0x02 != 0}
 }
 
 // streams follows each TCP flow through the tunnel: where the data released to the
@@ -50,7 +50,7 @@ type streams struct {
 	// the last pass left for not being due (math.MaxInt64: none).
 	ready    []int
 	due      int64
-	releases uint64
+	releases uint64 // releases so far: the clock of last
 }
 
 func (s *streams) init() { s.due = math.MaxInt64 }
@@ -110,7 +110,9 @@ func (s *streams) released(g seg) (j int, next uint32, ok bool) {
 	case !found:
 		// A flow it takes the slot from loses its next: it no longer starts at end.
 		s.key[j], s.end[j], s.used[j] = g.key, g.end, true
-	case diff(g.end, s.end[j]) > 0: // a retransmission does not move the end back
+	case g.syn || diff(g.end, s.end[j]) > 0:
+		// A retransmission does not move the end back; a connection that opens again
+		// over the same addresses and ports starts anew.
 		s.end[j] = g.end
 	default:
 		return 0, 0, false

@@ -12,7 +12,8 @@ import (
 
 // A hole holds only the flow whose packet it is: another flow's segments that are next
 // in their own flow pass it (when due: not before their path's offset), the struck
-// flow's wait, a flow not yet seen waits, and nothing is released twice.
+// flow's wait, a flow not yet seen waits, and nothing is released twice. A connection
+// that opens again over the same addresses and ports starts its flow anew.
 func TestHoleHoldsOnlyItsFlow(t *testing.T) {
 	seg := func(sport uint16, tcpSeq uint32) []byte {
 		f := tcpFrame(sport)
@@ -51,6 +52,17 @@ func TestHoleHoldsOnlyItsFlow(t *testing.T) {
 	if c := &b.C; c.Ahead.Load() != 2 || c.InOrder.Load() != 5 || c.Holes.Load() != 0 || b.held != 0 || b.next != 8 {
 		t.Errorf("ahead %d, in order %d, holes %d, held %d, next %d; want 2, 5, 0, 0, 8",
 			c.Ahead.Load(), c.InOrder.Load(), c.Holes.Load(), b.held, b.next)
+	}
+	// B's addresses and ports open a new connection, its sequence numbers "behind" the
+	// old one's: its SYN sets where the flow's data ends, and its data passes a hole again.
+	const isn = 0xF0000000
+	syn := seg(B, isn)
+	syn[14+2], syn[14+3], syn[14+20+13] = 0, 40, 0x02 // no payload, SYN
+	push(40, syn, 8, 0)
+	// seq 9 is missing
+	push(41, seg(B, isn+1), 10, 0)
+	if got := out[len(out)-2:]; !slices.Equal(got, []string{"B4026531840", "B4026531841"}) || b.C.Ahead.Load() != 3 {
+		t.Errorf("after B opened again: released %v, ahead %d; want its SYN and its data ahead of the hole", out, b.C.Ahead.Load())
 	}
 }
 
