@@ -20,6 +20,7 @@
 package reseq
 
 import (
+	"encoding/binary"
 	"math"
 	"sync/atomic"
 
@@ -262,8 +263,7 @@ func diff(a, b uint32) int32 { return int32(a - b) }
 // later one.
 func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 	repair := path&wire.PathRepair != 0
-	pure, opens := classify(frame)
-	g := segmentOf(frame)
+	g, pure := classify(frame)
 	due := now
 	if !repair {
 		// A repair says nothing of the path it took: it left later, out of its order.
@@ -273,7 +273,7 @@ func (b *Buffer) Push(frame []byte, seq uint32, path uint8, now int64) {
 				due += o
 			}
 			b.flows.add(frame, g, now)
-			if opens {
+			if g.syn {
 				b.opened.Store(now)
 			}
 		}
@@ -374,12 +374,17 @@ func (b *Buffer) release(frame []byte, g seg, class *atomic.Uint64) {
 
 // out hands frame (g: its seg) to the stack, and finds its flow's next if held.
 func (b *Buffer) out(frame []byte, g seg) {
-	if j, seq, ok := b.streams.released(g); ok {
-		if s := &b.slots[seq%Window]; s.present && !s.sent && s.seg.key == g.key && s.seg.start == g.end && diff(seq, b.next) > 0 {
-			b.streams.setNext(j, seq)
-		}
+	if j, seq, ok := b.streams.released(g); ok && b.nextIn(j, seq) {
+		b.streams.setNext(j, seq)
 	}
 	b.emit(frame)
+}
+
+// nextIn is whether the packet held at seq, behind next, starts where flow j's released
+// data ends.
+func (b *Buffer) nextIn(j int, seq uint32) bool {
+	s := &b.slots[seq%Window]
+	return s.present && !s.sent && s.seg.key == b.streams.key[j] && s.seg.start == b.streams.end[j] && diff(seq, b.next) > 0
 }
 
 // advance moves on to the next seq.
@@ -533,7 +538,7 @@ func (b *Buffer) passAhead(now int64) {
 		seq := st.next[j]
 		s := &b.slots[seq%Window]
 		switch {
-		case !st.hasNext[j] || !s.present || s.sent || s.seg.key != st.key[j] || s.seg.start != st.end[j] || diff(seq, b.next) <= 0:
+		case !st.hasNext[j] || !b.nextIn(j, seq):
 			// Released in its turn, or its flow lost the slot: drain releases it.
 			st.hasNext[j] = false
 			st.ready[i] = st.ready[len(st.ready)-1]
@@ -588,15 +593,23 @@ func (b *Buffer) confirm() int64 {
 	return c
 }
 
-// classify says what frame (Ethernet, IPv4) is to the resequencer: pure, a TCP segment
-// without payload, SYN, FIN or RST; opens, a TCP SYN or SYN-ACK, a connection's first
-// segment each way, its data one round trip behind.
-func classify(f []byte) (pure, opens bool) {
+// classify reads what frame (Ethernet, IPv4) is to the resequencer, parsing it once: g,
+// its seg when it is a TCP segment with data (a SYN or SYN-ACK opens a connection, its
+// data one round trip behind); pure, a TCP segment without payload, SYN, FIN or RST. A
+// pure ACK says where its sender's data will start, not where the data that reached the
+// stack ends, so it has no seg.
+func classify(f []byte) (g seg, pure bool) {
 	tcp, payload, ok := tcpSegment(f)
 	if !ok {
-		return false, false
+		return seg{}, false
 	}
-	return payload == 0 && tcp[13]&0x07 == 0, tcp[13]&0x02 != 0
+	n := uint32(max(payload, 0)) + uint32(tcp[13]>>1&1+tcp[13]&1) // SYN and FIN count one
+	if n == 0 {
+		return seg{}, tcp[13]&0x07 == 0
+	}
+	key, _ := flowKey(f, 0)
+	start := binary.BigEndian.Uint32(tcp[4:])
+	return seg{key, start, start + n, true, tcp[13]&0x02 != 0}, false
 }
 
 // tcpSegment returns frame's TCP header and how many bytes of payload follow it; not ok

@@ -132,7 +132,7 @@ func TestPureACKPasses(t *testing.T) {
 	data[14+3] = 41
 	var out []string
 	b := New(50e6, func(f []byte) {
-		if pure, _ := classify(f); pure {
+		if _, pure := classify(f); pure {
 			out = append(out, "ack")
 		} else {
 			out = append(out, "data")

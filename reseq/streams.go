@@ -15,23 +15,6 @@ type seg struct {
 	ok, syn         bool
 }
 
-// segmentOf reads frame's seg; not ok for anything but an IPv4 TCP segment with data. A
-// pure ACK says where its sender's data will start, not where the data that reached the
-// stack ends.
-func segmentOf(frame []byte) seg {
-	tcp, payload, ok := tcpSegment(frame)
-	if !ok {
-		return seg{}
-	}
-	n := uint32(max(payload, 0)) + uint32(tcp[13]>>1&1+tcp[13]&1)
-	if n == 0 {
-		return seg{}
-	}
-	key, _ := flowKey(frame, 0)
-	start := uint32(tcp[4])<<24 | uint32(tcp[5])<<16 | uint32(tcp[6])<<8 | uint32(tcp[7])
-	return seg{key, start, start + n, true, tcp[13]&0x02 != 0}
-}
-
 // streams follows each TCP flow through the tunnel: where the data released to the
 // stack so far ends, and which held packet (by seq) starts there, its flow's next. A hole
 // in the tunnel's sequence that such a packet waits behind is some other flow's packet.
