@@ -115,6 +115,7 @@ type pathEstimator struct {
 	idleJitter float64   // the jitter the receiver last read while the path carried no data, µs
 	idleFloors []float64 // standing queue of the latest idle reports, µs (see Spread)
 	quiet      int       // reports in a row known to hold no data packets
+	stamped    bool      // the switches' stamps have shown a queue of the path (see telemetry)
 }
 
 // arrival is when a packet sent now would arrive, µs, and over how much queue: predicted
@@ -196,7 +197,13 @@ func (e *pathEstimator) update(o Observation) Estimate {
 }
 
 // telemetry: the switches stamp the queue, which separates it from the path's delay.
-func (o Observation) telemetry() bool { return !math.IsNaN(o.Queue) }
+// A stamp covers only the switches' own queues, not a link or a hop beyond them (a BMv2
+// lab's link elements, an operator's uplink), where the path's queue may build while
+// the stamps read none: so the stamps count once they have shown a queue of the path.
+func (e *pathEstimator) telemetry(o Observation) bool {
+	e.stamped = e.stamped || o.Queue > minBusyQueueUs
+	return e.stamped && !math.IsNaN(o.Queue)
+}
 
 // liveness estimates whether the path works, from how long ago a packet last arrived:
 // silence is only the path's once idle paths have missed several probes.
@@ -223,7 +230,7 @@ func (e *pathEstimator) baseDelay(o Observation) {
 	if e.hasPrev && o.Lost > e.prev.Lost {
 		e.lastGap = o.At
 	}
-	telemetry := o.telemetry()
+	telemetry := e.telemetry(o)
 	sample := o.OwdMin
 	if telemetry && !math.IsNaN(o.OwdMean) {
 		sample = o.OwdMean - o.Queue
@@ -270,7 +277,7 @@ func (e *pathEstimator) meanDelay(o Observation) {
 func (e *pathEstimator) queue(o Observation) {
 	est := &e.est
 	switch {
-	case o.telemetry():
+	case e.telemetry(o):
 		est.Queue = o.Queue
 	case !math.IsNaN(o.OwdMean) && !math.IsNaN(est.Base):
 		est.Queue = max(0, o.OwdMean-est.Base)

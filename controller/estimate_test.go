@@ -12,11 +12,12 @@ var t0 = time.Unix(1000, 0)
 // series feeds an estimator reports every 50 ms from a synthetic path and returns the
 // estimates.
 type synth struct {
-	rate     float64 // capacity, bit/s
-	base     float64 // µs
-	offered  func(t time.Duration) float64
-	lossProb float64
-	rng      *rand.Rand
+	rate      float64 // capacity, bit/s
+	base      float64 // µs
+	offered   func(t time.Duration) float64
+	lossProb  float64
+	unstamped bool // the queue is at a link the switches' stamps do not cover
+	rng       *rand.Rand
 
 	queue   float64 // bytes waiting
 	rxBytes uint64
@@ -50,6 +51,9 @@ func (s *synth) next(at time.Duration, telemetry bool) Observation {
 	}
 	if telemetry {
 		o.Queue = queueUs
+		if s.unstamped {
+			o.Queue = 0
+		}
 	}
 	// In flight: the queue, and what left it within one path delay.
 	o.InFlight = s.queue + out/dt*s.base/1e6
@@ -240,6 +244,25 @@ func TestBaseDelayFollowsAStepWithTelemetry(t *testing.T) {
 	}
 	if took == 0 || took > 500*time.Millisecond {
 		t.Fatalf("base delay step of +50 ms seen after %v, want within 500 ms", took)
+	}
+}
+
+// A switch stamps only its own queue: in a BMv2 lab the queue is at the link element in
+// series, and the stamps read 0 while a flow fills it. That queue is no longer path (the
+// split shape's BMv2 test once saw both paths' bases climb with slow start's queues, and
+// chose paths by them), and the estimate shows it as queueing.
+func TestBaseDelayBehindAnUnstampedQueue(t *testing.T) {
+	offered := 0.0 // probes see the path before traffic starts
+	s := &synth{rate: 4e6, base: 10e3, offered: func(time.Duration) float64 { return offered }, unstamped: true, rng: rand.New(rand.NewPCG(1, 1))}
+	e := newPathEstimator()
+	run(e, s, 0, 500*time.Millisecond, true)
+	offered = 6e6
+	est := run(e, s, 500*time.Millisecond, 3*time.Second, true)
+	if math.Abs(est.Base-10e3) > 500 {
+		t.Fatalf("behind a growing queue the stamps miss, the base became %.0f µs, want 10 ms", est.Base)
+	}
+	if want := s.queue * 8 / s.rate * 1e6; est.Queue < 0.9*want {
+		t.Fatalf("queue %.0f µs, want the %.0f µs the stamps missed", est.Queue, want)
 	}
 }
 
