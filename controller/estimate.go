@@ -107,15 +107,16 @@ type pathEstimator struct {
 	// lastFlow is the last report in which the path carried a flow: a full-sized frame's
 	// bytes of data at least. Less is a trickle (the agents' liveness messages through
 	// the tunnel, 146 bytes a few times a second), which leaves the trains' pairs alone.
-	lastFlow   time.Time
-	prevSent   time.Time // when the losses the previous report showed were sent
-	lastGap    time.Time // when the receiver last counted a packet of the path missing
-	lastBusy   time.Time // when the path last carried data over a queue that stood
-	held       float64   // the most the path has held queued, bytes: its buffer holds that much
-	idleJitter float64   // the jitter the receiver last read while the path carried no data, µs
-	idleFloors []float64 // standing queue of the latest idle reports, µs (see Spread)
-	quiet      int       // reports in a row known to hold no data packets
-	stamped    bool      // the switches' stamps have shown a queue of the path (see telemetry)
+	lastFlow    time.Time
+	prevSent    time.Time // when the losses the previous report showed were sent
+	lastGap     time.Time // when the receiver last counted a packet of the path missing
+	lastBusy    time.Time // when the path last carried data over a queue that stood
+	held        float64   // the most the path has held queued, bytes: its buffer holds that much
+	idleJitter  float64   // the jitter the receiver last read while the path carried no data, µs
+	idleFloors  []float64 // standing queue of the latest idle reports, µs (see Spread)
+	quiet       int       // reports in a row known to hold no data packets
+	stamped     bool      // the switches' stamps have shown a queue of the path (see telemetry)
+	lossCounted bool      // enough packets have measured the path's loss since it came up (see modelPaths)
 }
 
 // arrival is when a packet sent now would arrive, µs, and over how much queue: predicted
@@ -412,6 +413,7 @@ func (e *pathEstimator) randomLoss(o Observation, dRx, dLost uint64, judged time
 			events++
 		}
 	}
+	e.lossCounted = est.Alive && (e.lossCounted || got+lost >= lossEvidence)
 	if est.LossKnown = got+lost >= lossEvidence && (lost == 0 || events >= lossEvents); est.LossKnown {
 		est.Loss = float64(lost) / float64(got+lost)
 	}

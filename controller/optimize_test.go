@@ -738,3 +738,41 @@ func TestSharesOfAnIncompleteSplit(t *testing.T) {
 		}
 	}
 }
+
+// A path's loss is weighed once every live path's packets have measured theirs: the
+// busiest path's loss is measured first, and against the others' read as none the model
+// left it out (sweep-7-03). A dead path's does not wait to be measured.
+func TestLossWeighedOnceEveryPathIsMeasured(t *testing.T) {
+	ests := known([]float64{9.7e6, 2.7e6, 4.4e6}, []float64{19e3, 45e3, 58e3}, 12e6)
+	ests[0].est.Loss, ests[0].est.LossKnown = 0.005, true
+	ests[2].est.LossKnown = true // measured: no loss
+	// Path b's reports, 50 packets each: its loss is measured at the fourth, and stays
+	// so when it carries less (a path the set leaves out has only its probes).
+	report := func(i int, n uint64) {
+		ests[1].randomLoss(Observation{At: t0.Add(time.Duration(i) * 50 * time.Millisecond)}, n, 0, t0.Add(-time.Hour))
+	}
+	for i := range 3 {
+		report(i, 50)
+	}
+	if ps := modelPaths(ests, 1); ps[0].Loss != 0 {
+		t.Fatalf("path a's loss %.4f weighed while path b's is not measured", ps[0].Loss)
+	}
+	report(3, 50)
+	if ps := modelPaths(ests, 1); ps[0].Loss != 0.005 {
+		t.Fatalf("every path measured: path a's loss %.4f, want 0.005", ps[0].Loss)
+	}
+	report(200, 1) // 10 s on, its count fell out of the loss window
+	if ps := modelPaths(ests, 1); ps[0].Loss != 0.005 {
+		t.Fatalf("path b measured once, now with few packets: path a's loss %.4f, want 0.005", ps[0].Loss)
+	}
+	ests[1].est.Alive = false
+	report(201, 0)
+	ests[1].est.Alive = true
+	if ps := modelPaths(ests, 1); ps[0].Loss != 0 {
+		t.Fatalf("path b back from an outage, not measured again: path a's loss %.4f weighed", ps[0].Loss)
+	}
+	ests[1].est.Alive = false
+	if ps := modelPaths(ests, 1); ps[0].Loss != 0.005 {
+		t.Fatalf("path b dead and unmeasured: path a's loss %.4f, want 0.005", ps[0].Loss)
+	}
+}
