@@ -180,6 +180,7 @@ func newPathEstimator() *pathEstimator {
 // order, each reading what the ones before it wrote.
 func (e *pathEstimator) update(o Observation) Estimate {
 	e.liveness(o)
+	e.stamped = e.stamped || o.Queue > minBusyQueueUs
 	e.baseDelay(o)
 	e.meanDelay(o)
 	e.queue(o)
@@ -201,10 +202,7 @@ func (e *pathEstimator) update(o Observation) Estimate {
 // A stamp covers only the switches' own queues, not a link or a hop beyond them (a BMv2
 // lab's link elements, an operator's uplink), where the path's queue may build while
 // the stamps read none: so the stamps count once they have shown a queue of the path.
-func (e *pathEstimator) telemetry(o Observation) bool {
-	e.stamped = e.stamped || o.Queue > minBusyQueueUs
-	return e.stamped && !math.IsNaN(o.Queue)
-}
+func (e *pathEstimator) telemetry(o Observation) bool { return e.stamped && !math.IsNaN(o.Queue) }
 
 // liveness estimates whether the path works, from how long ago a packet last arrived:
 // silence is only the path's once idle paths have missed several probes.
