@@ -12,6 +12,11 @@ import (
 
 // known returns estimators that have measured paths of these capacities and base delays,
 // with the direction delivering load in total.
+// measuredLoss gives e a loss rate measured on enough packets.
+func measuredLoss(e *pathEstimator, loss float64) {
+	e.est.Loss, e.est.LossKnown, e.lossCounted = loss, true, true
+}
+
 func known(caps, delays []float64, load float64) []*pathEstimator {
 	ests := make([]*pathEstimator, len(caps))
 	var sum float64
@@ -257,8 +262,8 @@ func TestBalanceDrainsThePredictedQueue(t *testing.T) {
 // Loss below lossFloor does not reach the model; loss above it does.
 func TestModelPathsLossFloor(t *testing.T) {
 	ests := known([]float64{36e6, 18e6}, []float64{20e3, 35e3}, 50e6)
-	ests[0].est.Loss, ests[0].est.LossKnown = 0.0003, true
-	ests[1].est.Loss, ests[1].est.LossKnown = 0.01, true
+	measuredLoss(ests[0], 0.0003)
+	measuredLoss(ests[1], 0.01)
 	ps := modelPaths(ests, 1)
 	if ps[0].Loss != 0 || ps[1].Loss != 0.01 {
 		t.Fatalf("model losses %v and %v, want 0 (below the floor) and 0.01", ps[0].Loss, ps[1].Loss)
@@ -631,7 +636,8 @@ func TestSetDwellOnlyUnderAFlow(t *testing.T) {
 // estimates, the lossy path alone is far better, and it stays.
 func TestGuessAloneIsNoSet(t *testing.T) {
 	ests := known([]float64{13e6, 1e6}, []float64{25e3, 85e3}, 10e6)
-	ests[0].est.Loss, ests[0].est.LossKnown = 0.004, true
+	measuredLoss(ests[0], 0.004)
+	ests[1].lossCounted = true // measured, without loss
 	ests[1].busyKnown = false
 	o := newOptimizer(2, t0)
 	w := decideN(o, ests, 5, model.TCP{CC: model.Cubic, Resequenced: true}).shares()
@@ -649,7 +655,7 @@ func TestRepairedLossIsNotTCPs(t *testing.T) {
 	run := func(reseq bool, received uint64) (target, *direction) {
 		d := &direction{opt: newOptimizer(2, t0), ests: known(caps, delays, 40e6)}
 		for i, loss := range []float64{0.003, 0.007} {
-			d.ests[i].est.Loss, d.ests[i].est.LossKnown = loss, true
+			measuredLoss(d.ests[i], loss)
 		}
 		var tgt target
 		for i := range 20 {
@@ -744,8 +750,8 @@ func TestSharesOfAnIncompleteSplit(t *testing.T) {
 // left it out (sweep-7-03). A dead path's does not wait to be measured.
 func TestLossWeighedOnceEveryPathIsMeasured(t *testing.T) {
 	ests := known([]float64{9.7e6, 2.7e6, 4.4e6}, []float64{19e3, 45e3, 58e3}, 12e6)
-	ests[0].est.Loss, ests[0].est.LossKnown = 0.005, true
-	ests[2].est.LossKnown = true // measured: no loss
+	measuredLoss(ests[0], 0.005)
+	measuredLoss(ests[2], 0)
 	// Path b's reports, 50 packets each: its loss is measured at the fourth, and stays
 	// so when it carries less (a path the set leaves out has only its probes).
 	report := func(i int, n uint64) {

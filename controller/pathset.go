@@ -47,7 +47,7 @@ func capacity(ests []*pathEstimator, i int) float64 {
 func modelPaths(ests []*pathEstimator, seen float64) []model.Path {
 	measured := true
 	for _, e := range ests {
-		measured = measured && (!e.est.Alive || e.est.LossKnown || e.lossCounted)
+		measured = measured && (!e.est.Alive || e.lossCounted)
 	}
 	ps := make([]model.Path, len(ests))
 	for i, e := range ests {
