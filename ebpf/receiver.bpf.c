@@ -391,6 +391,9 @@ static __always_inline int receive(struct xdp_md *ctx)
 	__u32 p = path_id & (PLAIT_MAX_PATHS - 1);
 	struct rx_path_stats *pst = &rs->paths[p];
 	struct rx_path_shared *ps = &sh->paths[p];
+	/* Opaque to clang, which otherwise recomputes base + p * size at every use of either,
+	 * from two spilled values: 34 of an in-order packet's 559 instructions. */
+	asm("" : "+r"(pst), "+r"(ps));
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tx_ns = bpf_ntohl(ph->tx_ns);
 	__u32 path_seq = bpf_ntohl(ph->path_seq);
