@@ -336,8 +336,12 @@ static __always_inline int receive(struct xdp_md *ctx)
 	if (!slotp || !*slotp)
 		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
 	__u32 slot = *slotp - 1;
+	/* The slot's three values at once (arrays of MAX_TUNNELS: one is there if all are),
+	 * so that clang spills around the lookups' calls once. */
 	struct rx_tunnel *t = bpf_map_lookup_elem(&rcv_tunnels, &slot);
-	if (!t)
+	struct rx_shared *sh = bpf_map_lookup_elem(&rcv_seq, &slot);
+	struct rx_stats *rs = bpf_map_lookup_elem(&rcv_counters, &slot);
+	if (!t || !sh || !rs)
 		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
 	__u32 reason;
 	if (!check_peer(t, ip, path_id, ctx->ingress_ifindex, &reason))
@@ -382,11 +386,6 @@ static __always_inline int receive(struct xdp_md *ctx)
 		return verdict(RCV_DROP_NO_TAG, XDP_DROP);
 	if (tag && (!auth || !tag_ok(t, ph, tag)))
 		return verdict(RCV_DROP_BAD_TAG, XDP_DROP);
-
-	struct rx_shared *sh = bpf_map_lookup_elem(&rcv_seq, &slot);
-	struct rx_stats *rs = bpf_map_lookup_elem(&rcv_counters, &slot);
-	if (!sh || !rs)
-		return verdict(RCV_DROP_UNKNOWN_TUNNEL, XDP_DROP);
 
 	__u32 p = path_id & (PLAIT_MAX_PATHS - 1);
 	struct rx_path_stats *pst = &rs->paths[p];
@@ -444,7 +443,7 @@ static __always_inline int receive(struct xdp_md *ctx)
 	}
 
 	/* While the agent's resequencer holds its lease, data goes to it to be put in order. */
-	struct delivery d = { .seq = ph->seq, .path = p | repair };
+	struct delivery d = { .seq = bpf_htonl(seq), .path = p | repair }; /* ph need not stay live */
 	struct rx_reseq *rq = bpf_map_lookup_elem(&rcv_reseq, &slot);
 	if (rq && rq->ifindex && now < rq->until_ns)
 		d.reseq = rq->ifindex;
