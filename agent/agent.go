@@ -556,6 +556,22 @@ func (a *Agent) SetSignalTrigger(_ context.Context, req *pb.SetSignalTriggerRequ
 	})
 }
 
+// SetWindowKept sets how much of its window a flow of the tunnel keeps at a loss, which
+// holds the waits for repairs to what the window cut they spare would cost.
+func (a *Agent) SetWindowKept(_ context.Context, req *pb.SetWindowKeptRequest) (*pb.Tunnel, error) {
+	return a.update(req.TunnelId, func(t *tunnel) error {
+		v, err := windowKept(req.WindowKept)
+		if err != nil {
+			return err
+		}
+		if v != t.cfg.WindowKept {
+			t.cfg.WindowKept = v
+			a.opts.log.Info("window kept at a loss", "tunnel", t.cfg.Id, "beta", v)
+		}
+		return nil
+	})
+}
+
 // SetPathEstimates feeds edpf each path's rate and one-way delay, and the probe trains
 // each path's capacity.
 func (a *Agent) SetPathEstimates(_ context.Context, req *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {

@@ -250,7 +250,7 @@ func (a *Agent) ask(gap datapath.Gap) {
 	a.mu.Lock()
 	var t *tunnel
 	for _, x := range a.tunnels {
-		if x.slot == gap.Slot && x.cfg.Repair {
+		if x.slot == gap.Slot && x.asksRepairs() {
 			t = x
 		}
 	}
@@ -489,7 +489,7 @@ func asRepair(b []byte, via *path, vi uint8, port uint16, key *wire.Key) error {
 // from the hole's first sighting, as the resequencer then measures repairs. Called with
 // a.mu held.
 func (a *Agent) repairWait(t *tunnel) int64 {
-	if !t.cfg.Repair {
+	if !t.asksRepairs() {
 		return 0
 	}
 	sp, ok := a.stats.spread(t.cfg.Id)
@@ -498,6 +498,11 @@ func (a *Agent) repairWait(t *tunnel) int64 {
 	}
 	return int64(sp.hi + sp.lo + 4*sp.jitter)
 }
+
+// asksRepairs: the tunnel's receiver asks for repairs of its paths' losses, which spare
+// its flows a window cut. A flow that keeps its window at a loss (BBR) is spared none:
+// its holes would only wait, and TCP repairs its losses as soon.
+func (t *tunnel) asksRepairs() bool { return t.cfg.Repair && t.cfg.WindowKept < 1 }
 
 // repairStats describes the tunnel's repair, nil when it does not repair.
 func (a *Agent) repairStats(t *tunnel, rx *datapath.RxTunnel) *pb.RepairStats {

@@ -140,7 +140,7 @@ func (a *Agent) renewResequencers() {
 			}
 			run.rs.SetOffsets(sp.offsets(top))
 		}
-		run.rs.SetRepairWait(a.repairWait(t))
+		run.rs.SetRepairWait(a.repairWait(t), 1-t.cfg.WindowKept)
 		if err := a.leaseResequencer(t.slot, run.dev); err != nil {
 			a.opts.log.Warn("renew resequencer lease", "tunnel", id, "err", err)
 		}

@@ -49,6 +49,9 @@ func (s server) Signal(ctx context.Context, r *pb.TunnelRef) (*pb.Tunnel, error)
 func (s server) SetSignalTrigger(ctx context.Context, r *pb.SetSignalTriggerRequest) (*pb.Tunnel, error) {
 	return s.a.SetSignalTrigger(ctx, r)
 }
+func (s server) SetWindowKept(ctx context.Context, r *pb.SetWindowKeptRequest) (*pb.Tunnel, error) {
+	return s.a.SetWindowKept(ctx, r)
+}
 func (s server) SetPathEstimates(ctx context.Context, r *pb.SetPathEstimatesRequest) (*pb.Tunnel, error) {
 	return s.a.SetPathEstimates(ctx, r)
 }

@@ -13,6 +13,7 @@ import (
 
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/ebpf/datapath"
+	"github.com/plait/plait/model"
 	"github.com/plait/plait/split"
 	"github.com/plait/plait/wire"
 )
@@ -102,6 +103,9 @@ func resolve(req *pb.TunnelConfig, resolveTimeout time.Duration) (*tunnel, error
 		return nil, invalid("unknown encapsulation %d: use udp or ip", cfg.Encap)
 	}
 	if cfg.SignalTrigger, err = signalTrigger(cfg.SignalTrigger); err != nil {
+		return nil, err
+	}
+	if cfg.WindowKept, err = windowKept(cfg.WindowKept); err != nil {
 		return nil, err
 	}
 	allowed, err := allowedIPs(cfg.AllowedIps)
@@ -406,6 +410,18 @@ func checkEstimates(est []*pb.PathEstimate, n int) error {
 		}
 	}
 	return nil
+}
+
+// windowKept checks a requested TunnelConfig.window_kept and fills in its default,
+// cubic's β: Linux's default congestion control.
+func windowKept(v float64) (float64, error) {
+	switch {
+	case v == 0:
+		return model.Cubic.Beta(), nil
+	case !(v > 0 && v <= 1):
+		return 0, invalid("window_kept %v: give the share of its window a flow keeps at a loss, above 0 and at most 1 (cubic 0.7, BBR 1), or 0 for cubic's", v)
+	}
+	return v, nil
 }
 
 // signalTrigger checks a requested SignalTrigger and returns what the tunnel keeps of it:

@@ -20,7 +20,7 @@ import (
 
 // adoptAgent makes the split an agent's tunnel holds the direction's current one.
 func (c *Controller) adoptAgent(d *direction, t *pb.Tunnel, now time.Time) {
-	cur := target{mode: t.Config.Mode, ackPath: t.Config.AckPath, trigger: t.Config.SignalTrigger,
+	cur := target{mode: t.Config.Mode, ackPath: t.Config.AckPath, trigger: t.Config.SignalTrigger, kept: t.Config.WindowKept,
 		up: make([]bool, len(t.Paths)), weights: make([]float64, len(t.Paths))}
 	if cur.trigger.GetRateBps() == 0 {
 		cur.trigger = nil

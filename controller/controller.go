@@ -317,6 +317,11 @@ func (c *Controller) write(ctx context.Context, d *direction, old, want target, 
 			return fmt.Errorf("set signal trigger: %w", err)
 		}
 	}
+	if want.kept > 0 && (all || old.kept != want.kept) {
+		if _, err := cl.SetWindowKept(ctx, &pb.SetWindowKeptRequest{TunnelId: id, WindowKept: want.kept}); err != nil {
+			return fmt.Errorf("set window kept: %w", err)
+		}
+	}
 	if want.signal {
 		if _, err := cl.Signal(ctx, &pb.TunnelRef{Id: id}); err != nil {
 			return fmt.Errorf("congestion signal: %w", err)

@@ -271,7 +271,11 @@ func (d *direction) decide(now time.Time, tcp model.TCP) target {
 		d.opt.sawTriggered(now, d.tx.Triggered)
 	}
 	d.opt.probed = d.split == nil
-	return d.opt.decide(now, d.ests, d.override, d.manual, tcp)
+	t := d.opt.decide(now, d.ests, d.override, d.manual, tcp)
+	// The receiving agents hold their waits for repairs to what the window cut they
+	// spare would cost.
+	t.kept = tcp.CC.Beta()
+	return t
 }
 
 // view describes the direction for the operator API.

@@ -18,7 +18,7 @@ const (
 )
 
 func (t target) equal(o target) bool {
-	if t.mode != o.mode || !slices.Equal(t.up, o.up) || t.ackPath != o.ackPath || t.signal != o.signal ||
+	if t.mode != o.mode || !slices.Equal(t.up, o.up) || t.ackPath != o.ackPath || t.signal != o.signal || t.kept != o.kept ||
 		len(t.weights) != len(o.weights) || len(t.est) != len(o.est) || !sameTrigger(t.trigger, o.trigger) {
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/plait/plait/controller"
 	"github.com/plait/plait/internal/labnet"
 	"github.com/plait/plait/internal/sockrpc"
+	"github.com/plait/plait/model"
 )
 
 var bin string
@@ -334,6 +335,38 @@ func printDebug(w *strings.Builder, p *pb.PathsResponse) {
 		fmt.Fprintf(w, "%s->%s %s %s good=%.2f\n", d.From, d.To, d.Mode, d.Reason, d.GoodputBps/1e6)
 		for _, v := range d.Paths {
 			fmt.Fprintf(w, "  %s up=%v cap=%.2f owd=%.1f q=%.1f loss=%.3f late=%.3f w=%.3f rx=%.2f tx=%.2f\n", v.Name, v.Up, v.CapacityBps/1e6, v.OwdUs/1e3, v.QueueUs/1e3, v.Loss, v.Late, v.Weight, v.RxBps/1e6, v.TxBps/1e6)
+		}
+	}
+}
+
+// The controller tells the agents how much of its window a flow keeps at a loss, as its
+// --cc says: the receivers hold their waits for repairs to what the cut would cost, and
+// flows that keep it all (BBR) are not held for repairs at all.
+func TestAgentsLearnTheFlowsLossResponse(t *testing.T) {
+	if bin == "" {
+		t.Skip("needs root")
+	}
+	lab := labnet.New(t, bin, a2[:2], labnet.Options{Resequence: true, Repair: true, CC: "bbr"})
+	stop := lab.StartController("auto", nil)
+	defer stop()
+	for _, sock := range []string{lab.Sock1, lab.Sock2} {
+		a, conn, err := agent.Dial(sock, sockrpc.TLS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var kept float64
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			l, err := a.ListTunnels(context.Background(), &pb.Empty{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept = l.Tunnels[0].Config.WindowKept; kept == model.BBR.Beta() {
+				break
+			}
+		}
+		if kept != model.BBR.Beta() {
+			t.Errorf("agent %s: window kept %v 10 s after a controller told bbr started, want %v", sock, kept, model.BBR.Beta())
 		}
 	}
 }

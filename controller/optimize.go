@@ -24,6 +24,7 @@ type target struct {
 	ackPath string // the path that carries ACK-sized packets; "": they follow the split
 	signal  bool   // give the flow one congestion signal now
 	trigger *pb.SignalTrigger
+	kept    float64 // the share of its window a flow keeps at a loss (0: not set)
 }
 
 // shares is the fraction of the packets each path gets under t.

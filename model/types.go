@@ -129,6 +129,15 @@ func (c CC) String() string {
 	return ccNames[c]
 }
 
+// Beta is the share of its window a flow keeps at a loss it sees: cubic's β (RFC 9438);
+// BBR paces at the rate it measured and does not cut its window on a loss.
+func (c CC) Beta() float64 {
+	if c == BBR {
+		return 1
+	}
+	return cubicBeta
+}
+
 // MarshalText makes congestion controls readable in JSON.
 func (c CC) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 

@@ -10,6 +10,7 @@ import (
 	pb "github.com/plait/plait/api/plait/v1"
 	"github.com/plait/plait/internal/labnet"
 	"github.com/plait/plait/internal/sockrpc"
+	"github.com/plait/plait/model"
 )
 
 // One TCP flow striped 1:1 over a 4 ms path and an 8 ms path (the lab's embedded
@@ -27,6 +28,10 @@ import (
 // user space without the switches running late. So the test asks that repair spare TCP
 // at least three quarters of the out-of-order segments and retransmissions the same
 // loss costs without it, and runs an attempt that falls short again, up to three times.
+//
+// A flow that keeps its window at a loss (BBR; the controller's --cc) is spared nothing
+// by a repair, only held behind its holes: told so, the receiver asks for no repair, and
+// TCP retransmits the losses itself.
 func TestLossRepairedBeforeTCP(t *testing.T) {
 	if bin == "" {
 		t.Skip("needs root")
@@ -50,12 +55,26 @@ func TestLossRepairedBeforeTCP(t *testing.T) {
 	defer conn1.Close()
 	type result struct {
 		ofo, retrans, probes int64
-		switchLate           uint64
+		switchLate, asked    uint64
 		repair               *pb.RepairStats
 		reseq                *pb.ResequencerStats
 	}
-	flow := func(on bool) result {
+	asked := func() uint64 {
+		st, err := h2.GetStats(context.Background(), &pb.StatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Tunnels[0].Repair.GetAsked()
+	}
+	// kept: the receiver's TunnelConfig.window_kept (0: as configured, cubic's).
+	flow := func(on bool, kept float64) result {
 		lab.SetRepair(on)
+		if kept > 0 {
+			if _, err := h2.SetWindowKept(context.Background(), &pb.SetWindowKeptRequest{TunnelId: 1, WindowKept: kept}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		asked0 := asked()
 		lab.H2.Start("iperf3", "-s", "-1")
 		time.Sleep(300 * time.Millisecond)
 		client, out := lab.H1.Start("iperf3", "-c", "10.99.0.2", "-t", "6", "-b", "6M", "-C", "cubic")
@@ -83,26 +102,26 @@ func TestLossRepairedBeforeTCP(t *testing.T) {
 		}
 		r := result{ofo: rx2["TcpExt:TCPOFOQueue"] - rx["TcpExt:TCPOFOQueue"], retrans: tx2["Tcp:RetransSegs"] - tx["Tcp:RetransSegs"],
 			probes: tx2["TcpExt:TCPLossProbes"] - tx["TcpExt:TCPLossProbes"], switchLate: switchLate(t, lab) - late,
-			repair: st.Tunnels[0].Repair, reseq: st.Tunnels[0].Resequencer}
+			asked: st.Tunnels[0].Repair.GetAsked() - asked0, repair: st.Tunnels[0].Repair, reseq: st.Tunnels[0].Resequencer}
 		var lost uint64
 		for _, p := range st.Tunnels[0].Paths {
 			lost += p.Lost
 		}
-		t.Logf("repair %v: receiver queued %d segments out of order; sender retransmitted %d (loss probes %d); %d lost on the paths, %d packets sent >5 ms late by the switches; repair %v; resequencer %v",
-			on, r.ofo, r.retrans, r.probes, lost, r.switchLate, r.repair, r.reseq)
+		t.Logf("repair %v, window kept %v: receiver queued %d segments out of order; sender retransmitted %d (loss probes %d); %d lost on the paths, %d packets sent >5 ms late by the switches; repair %v; resequencer %v",
+			on, kept, r.ofo, r.retrans, r.probes, lost, r.switchLate, r.repair, r.reseq)
 		return r
 	}
-	off := flow(false)
+	off := flow(false, 0)
 	if off.retrans == 0 {
 		t.Errorf("without repair the sender retransmitted nothing: the path's loss did not reach TCP, so this test proves nothing")
 	}
 	for attempt := 1; ; attempt++ {
-		on := flow(true)
+		on := flow(true, 0)
 		if on.repair == nil || on.repair.Received == 0 {
 			t.Fatalf("with repair on the receiver took no repairs: %v", on.repair)
 		}
 		if 4*on.ofo <= off.ofo && 4*on.retrans <= off.retrans {
-			return
+			break
 		}
 		msg := fmt.Sprintf("with repair the receiver queued %d segments out of order and the sender retransmitted %d (%d of them loss probes); without, %d and %d; want at most a quarter of those",
 			on.ofo, on.retrans, on.probes, off.ofo, off.retrans)
@@ -113,5 +132,9 @@ func TestLossRepairedBeforeTCP(t *testing.T) {
 			t.Fatal(msg)
 		}
 		t.Log(msg + "; again")
+	}
+	bbr := flow(true, model.BBR.Beta())
+	if bbr.asked != 0 || bbr.retrans == 0 {
+		t.Errorf("flows that keep their window at a loss: the receiver asked for %d repairs and the sender retransmitted %d; want none asked, and TCP's own retransmissions", bbr.asked, bbr.retrans)
 	}
 }

@@ -5,15 +5,19 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/plait/plait/model"
 	"github.com/plait/plait/wire"
 )
+
+// cubicShare is the share of the time a cubic flow's holes may wait for repairs.
+var cubicShare = 1 - model.Cubic.Beta()
 
 // With repair on, a hole proven lost waits for its repair, which fills it in order and
 // teaches the wait how long a repair takes, as does one that comes too late; a repair
 // that does not come costs the hole the wait, not the hold bound.
 func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 	f := newFeed(5, 0b11)
-	f.b.SetRepairWait(20e6)
+	f.b.SetRepairWait(20e6, cubicShare)
 	for i := range 4 {
 		f.push(int64(i), uint32(i), uint8(i%2))
 	}
@@ -74,7 +78,7 @@ func TestHoleProvenLostWaitsForRepair(t *testing.T) {
 // waited for while it adds less than MaxHold past that packet's due time.
 func TestRepairWaitCountsFromDue(t *testing.T) {
 	f := newFeed(5, 0b11)
-	f.b.SetRepairWait(300e6)
+	f.b.SetRepairWait(300e6, cubicShare)
 	f.b.SetOffsets([wire.MaxPaths]int64{0, 60e6}) // path 1 is 60 ms faster than path 0
 	f.push(0, 0, 0)
 	// Seq 1 (path 0) is lost; seq 2 comes by the fast path at 1 ms (due at 61 ms), and path
@@ -99,39 +103,46 @@ func TestRepairWaitCountsFromDue(t *testing.T) {
 }
 
 // Holes that wait for their repairs hold everything behind them, so their waits past
-// the proofs keep to RepairShare of the time, beyond one hole's longest wait. A packet a
-// millisecond over two paths, a loss every 20 ms that no repair fills: the first hole
-// waits out the 100 ms repair wait, and once the budget is spent the stream is no longer
-// a repair wait late.
+// the proofs keep to the flows' share of the time (what the window cut they spare
+// would cost), beyond one hole's longest wait. A packet a millisecond over two paths, a
+// loss every 20 ms that no repair fills: for cubic flows the first hole waits out the
+// 100 ms repair wait, and once the budget is spent the stream is no longer a repair
+// wait late; for flows that keep their window at a loss (BBR) no hole waits for one.
 func TestRepairWaitsKeepToTheirShare(t *testing.T) {
-	var now int64
-	arrived := map[uint32]int64{}
-	var late []int64 // each released packet's wait, ms
-	b := New(5e6, func(frame []byte) {
-		late = append(late, (now-arrived[binary.BigEndian.Uint32(frame)])/1e6)
-	})
-	b.steps.Store(0)
-	b.SetPaths(0b11)
-	b.SetRepairWait(100e6)
-	b.ExpectRepairs(1e12)
-	for seq := uint32(0); seq < 3000; seq++ {
-		now = int64(seq) * 1e6
-		if seq%20 != 18 { // path 0 loses every tenth of its packets
-			arrived[seq] = now
-			b.Push(binary.BigEndian.AppendUint32(nil, seq), seq, uint8(seq%2), now)
+	for _, share := range []float64{cubicShare, 1 - model.BBR.Beta()} {
+		var now int64
+		arrived := map[uint32]int64{}
+		var late []int64 // each released packet's wait, ms
+		b := New(5e6, func(frame []byte) {
+			late = append(late, (now-arrived[binary.BigEndian.Uint32(frame)])/1e6)
+		})
+		b.steps.Store(0)
+		b.SetPaths(0b11)
+		b.SetRepairWait(100e6, share)
+		b.ExpectRepairs(1e12)
+		for seq := uint32(0); seq < 3000; seq++ {
+			now = int64(seq) * 1e6
+			if seq%20 != 18 { // path 0 loses every tenth of its packets
+				arrived[seq] = now
+				b.Push(binary.BigEndian.AppendUint32(nil, seq), seq, uint8(seq%2), now)
+			}
+			b.Expire(now)
 		}
-		b.Expire(now)
-	}
-	if first := slices.Max(late[:40]); first < 99 {
-		t.Errorf("the first hole held what followed it %d ms, want the repair wait of 100 ms", first)
-	}
-	var sum int64
-	last := late[len(late)-950:]
-	for _, l := range last {
-		sum += l
-	}
-	t.Logf("first hole %d ms; mean wait over the last second %.1f ms", slices.Max(late[:40]), float64(sum)/float64(len(last)))
-	if mean := float64(sum) / float64(len(last)); mean > 100*RepairShare {
-		t.Errorf("over the last second packets waited %.1f ms on average, want at most %.0f: the waits did not keep to their share", mean, 100*RepairShare)
+		first := slices.Max(late[:40])
+		if share > 0 && first < 99 {
+			t.Errorf("share %.1f: the first hole held what followed it %d ms, want the repair wait of 100 ms", share, first)
+		}
+		if share == 0 && first > 5 {
+			t.Errorf("share 0: the first hole held what followed it %d ms, want at most the 5 ms hold bound", first)
+		}
+		var sum int64
+		last := late[len(late)-950:]
+		for _, l := range last {
+			sum += l
+		}
+		t.Logf("share %.1f: first hole %d ms; mean wait over the last second %.1f ms", share, first, float64(sum)/float64(len(last)))
+		if mean := float64(sum) / float64(len(last)); mean > 100*share+1 {
+			t.Errorf("share %.1f: over the last second packets waited %.1f ms on average, want at most %.0f: the waits did not keep to their share", share, mean, 100*share+1)
+		}
 	}
 }

@@ -44,16 +44,6 @@ const (
 // MaxHold (its offset): 400 ms of 240 Mbit/s in 1500-byte packets.
 const Window = 8192
 
-// RepairShare is the share of the time holes may spend waiting for repairs, past the
-// proof that they are lost. A hole that waits holds its flow behind it, and that
-// flow's clock with it; one given up reaches TCP as a loss, which costs cubic a window
-// cut to β = 0.7 (RFC 9438) until the repair that follows the hole turns TCP's
-// retransmission into a duplicate (RFC 2883's DSACK), TCP undoes the cut and widens its
-// reordering window. So the waits are held to what that cut would cost: 1 - β of the
-// time. On sweep-3-13's four 35 Mbit/s paths with 0.03-0.33 % loss, about ten holes a
-// second each waited up to the 200 ms cap.
-const RepairShare = 0.3
-
 // maxBudget caps the waits' budget at the longest one hole may wait: MaxHold past a
 // due time that may itself be MaxHold away (its offset).
 const maxBudget = 2 * MaxHold
@@ -114,8 +104,10 @@ type Buffer struct {
 	// Until when repairs are on their way (ns): a hole proven lost waits for one only
 	// while the agent has asked for some (ExpectRepairs).
 	expect atomic.Int64
-	// What is left of the waits' share of the time (RepairShare, ns, at most
-	// maxBudget), as of budgetAt.
+	// The share of the time holes may spend waiting for repairs past the proof that
+	// they are lost (float64 bits; SetRepairWait), and what is left of it (ns, at most
+	// maxBudget) as of budgetAt.
+	share            atomic.Uint64
 	budget, budgetAt int64
 	// The hold learns from its mistakes as RACK's reordering window does: every packet
 	// that comes after its hole was given up adds a quarter of the measured hold (once
@@ -161,8 +153,22 @@ func New(hold int64, emit func(frame []byte)) *Buffer {
 func (b *Buffer) SetHold(ns int64) { b.hold.Store(ns) }
 
 // SetRepairWait turns waiting for repairs on (ns > 0: how long one is expected to take
-// before any has come) or off (0).
-func (b *Buffer) SetRepairWait(ns int64) { b.repairHint.Store(ns) }
+// before any has come) or off (0), and sets the share of the time holes may spend
+// waiting for them past their proof (0 < share <= 1; else off). A hole that waits holds
+// its flow behind it, and that flow's clock with it; one given up reaches TCP as a
+// loss, which costs the flow a window cut to β (cubic's 0.7, RFC 9438) until the repair
+// that follows the hole turns TCP's retransmission into a duplicate (RFC 2883's DSACK),
+// TCP undoes the cut and widens its reordering window. So the waits are held to what
+// that cut would cost, 1 - β of the time; a flow that does not cut (BBR) gains nothing
+// from a wait. On sweep-3-13's four 35 Mbit/s paths with 0.03-0.33 % loss, about ten
+// holes a second each waited up to the 200 ms cap.
+func (b *Buffer) SetRepairWait(ns int64, share float64) {
+	if !(share > 0) {
+		ns = 0
+	}
+	b.share.Store(math.Float64bits(min(share, 1)))
+	b.repairHint.Store(ns)
+}
 
 // ExpectRepairs says that the agent has asked for repairs that should come by until
 // (ns, monotonic): holes proven lost wait for them until then at the latest. A hole
@@ -502,7 +508,7 @@ func (b *Buffer) deadline() (int64, *atomic.Uint64) {
 // Expire releases the packets due by now and gives up the holes that waited out the
 // bound or are proven lost by now.
 func (b *Buffer) Expire(now int64) {
-	b.budget = min(b.budget+int64(float64(now-b.budgetAt)*RepairShare), maxBudget)
+	b.budget = min(b.budget+int64(float64(now-b.budgetAt)*math.Float64frombits(b.share.Load())), maxBudget)
 	b.budgetAt = now
 	for b.held > 0 {
 		if s := &b.slots[b.next%Window]; s.present {

@@ -67,6 +67,7 @@ type Lab struct {
 	Resequence bool
 	// Repair: both ends repair losses on the paths (SetRepair).
 	Repair  bool
+	CC      string // the controller's --cc ("": its default)
 	weights []float64
 	split   bool // the split shape (split.go)
 }
@@ -84,6 +85,9 @@ type Options struct {
 	Resequence bool
 	// Repair: both ends repair losses on the paths.
 	Repair bool
+	// CC is the flows' congestion control as the controller is told it (--cc; "":
+	// cubic, its default).
+	CC string
 }
 
 // Main is a lab test package's TestMain: as root it builds the plait binary once into a
@@ -117,7 +121,7 @@ func grpcPort(i int) int { return 9700 + i }
 func New(t testing.TB, bin string, paths []Path, opts Options) *Lab {
 	t.Helper()
 	l := &Lab{t: t, Bin: bin, Dir: t.TempDir(), Paths: paths, Ideal: opts.Ideal, Telemetry: opts.Telemetry, Full: opts.Full, Tick: opts.Tick, procs: map[string]*proc{},
-		Resequence: opts.Resequence, Repair: opts.Repair, weights: opts.Weights,
+		Resequence: opts.Resequence, Repair: opts.Repair, CC: opts.CC, weights: opts.Weights,
 		H1: nstest.New(t, "h1"), H2: nstest.New(t, "h2"), Net: nstest.New(t, "net")}
 	l.Sock1, l.Sock2 = filepath.Join(l.Dir, "h1.sock"), filepath.Join(l.Dir, "h2.sock")
 	l.CtlSock = filepath.Join(l.Dir, "controller.sock")
@@ -347,7 +351,11 @@ func (l *Lab) Network(mode string, weights []float64) string {
 // StartController runs the controller (in the switches' namespace) and returns a
 // function that stops it.
 func (l *Lab) StartController(mode string, weights []float64) (stop func()) {
-	cmd, out := l.Ctl.Start(l.Bin, "controller", "--network", l.Network(mode, weights), "--listen", l.CtlSock, "--metrics", "")
+	args := []string{"controller", "--network", l.Network(mode, weights), "--listen", l.CtlSock, "--metrics", ""}
+	if l.CC != "" {
+		args = append(args, "--cc", l.CC)
+	}
+	cmd, out := l.Ctl.Start(l.Bin, args...)
 	l.ctl = cmd
 	var last *pb.StatusResponse
 	if !poll(15*time.Second, func() bool {

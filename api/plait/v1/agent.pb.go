@@ -280,7 +280,13 @@ type TunnelConfig struct {
 	// that TCP does not take a path's random loss for congestion. Needs the peer address
 	// (requests travel to it through the tunnel) and repair on both ends; with resequence
 	// on, a lost packet's followers wait for its repair.
-	Repair        bool `protobuf:"varint,23,opt,name=repair,proto3" json:"repair,omitempty"`
+	Repair bool `protobuf:"varint,23,opt,name=repair,proto3" json:"repair,omitempty"`
+	// The share of its window a flow of this tunnel keeps at a loss TCP sees: TCP's β,
+	// cubic 0.7 (RFC 9438), Reno 0.5; BBR, which does not cut its window on a loss, 1. 0:
+	// cubic's. With repair and resequence on, holes may spend 1 - β of the time waiting
+	// for repairs past their proof, what the cut they spare would cost; at 1 the
+	// receiver asks for no repairs, and TCP repairs its losses itself.
+	WindowKept    float64 `protobuf:"fixed64,24,opt,name=window_kept,json=windowKept,proto3" json:"window_kept,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +445,13 @@ func (x *TunnelConfig) GetRepair() bool {
 		return x.Repair
 	}
 	return false
+}
+
+func (x *TunnelConfig) GetWindowKept() float64 {
+	if x != nil {
+		return x.WindowKept
+	}
+	return 0
 }
 
 // Per-packet authentication (docs/security.md): every packet carries a SipHash-2-4 tag
@@ -1200,6 +1213,58 @@ func (x *SetSignalTriggerRequest) GetTrigger() *SignalTrigger {
 	return nil
 }
 
+type SetWindowKeptRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
+	WindowKept    float64                `protobuf:"fixed64,2,opt,name=window_kept,json=windowKept,proto3" json:"window_kept,omitempty"` // TunnelConfig.window_kept
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWindowKeptRequest) Reset() {
+	*x = SetWindowKeptRequest{}
+	mi := &file_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWindowKeptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWindowKeptRequest) ProtoMessage() {}
+
+func (x *SetWindowKeptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWindowKeptRequest.ProtoReflect.Descriptor instead.
+func (*SetWindowKeptRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SetWindowKeptRequest) GetTunnelId() uint32 {
+	if x != nil {
+		return x.TunnelId
+	}
+	return 0
+}
+
+func (x *SetWindowKeptRequest) GetWindowKept() float64 {
+	if x != nil {
+		return x.WindowKept
+	}
+	return 0
+}
+
 type SetKeysRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TunnelId      uint32                 `protobuf:"varint,1,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
@@ -1210,7 +1275,7 @@ type SetKeysRequest struct {
 
 func (x *SetKeysRequest) Reset() {
 	*x = SetKeysRequest{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1287,7 @@ func (x *SetKeysRequest) String() string {
 func (*SetKeysRequest) ProtoMessage() {}
 
 func (x *SetKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1300,7 @@ func (x *SetKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetKeysRequest.ProtoReflect.Descriptor instead.
 func (*SetKeysRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetKeysRequest) GetTunnelId() uint32 {
@@ -1262,7 +1327,7 @@ type SetPathEstimatesRequest struct {
 
 func (x *SetPathEstimatesRequest) Reset() {
 	*x = SetPathEstimatesRequest{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1339,7 @@ func (x *SetPathEstimatesRequest) String() string {
 func (*SetPathEstimatesRequest) ProtoMessage() {}
 
 func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1352,7 @@ func (x *SetPathEstimatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPathEstimatesRequest.ProtoReflect.Descriptor instead.
 func (*SetPathEstimatesRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetPathEstimatesRequest) GetTunnelId() uint32 {
@@ -1314,7 +1379,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1391,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[17]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1404,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatsRequest) GetTunnelId() uint32 {
@@ -1402,7 +1467,7 @@ type PathStats struct {
 
 func (x *PathStats) Reset() {
 	*x = PathStats{}
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1479,7 @@ func (x *PathStats) String() string {
 func (*PathStats) ProtoMessage() {}
 
 func (x *PathStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[18]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1492,7 @@ func (x *PathStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathStats.ProtoReflect.Descriptor instead.
 func (*PathStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PathStats) GetIndex() uint32 {
@@ -1654,7 +1719,7 @@ type ReorderStats struct {
 
 func (x *ReorderStats) Reset() {
 	*x = ReorderStats{}
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1731,7 @@ func (x *ReorderStats) String() string {
 func (*ReorderStats) ProtoMessage() {}
 
 func (x *ReorderStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[19]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1744,7 @@ func (x *ReorderStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReorderStats.ProtoReflect.Descriptor instead.
 func (*ReorderStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReorderStats) GetReceived() uint64 {
@@ -1769,7 +1834,7 @@ type TunnelStats struct {
 
 func (x *TunnelStats) Reset() {
 	*x = TunnelStats{}
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1846,7 @@ func (x *TunnelStats) String() string {
 func (*TunnelStats) ProtoMessage() {}
 
 func (x *TunnelStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[20]
+	mi := &file_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1859,7 @@ func (x *TunnelStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TunnelStats.ProtoReflect.Descriptor instead.
 func (*TunnelStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TunnelStats) GetTunnelId() uint32 {
@@ -1881,7 +1946,7 @@ type RepairStats struct {
 
 func (x *RepairStats) Reset() {
 	*x = RepairStats{}
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1958,7 @@ func (x *RepairStats) String() string {
 func (*RepairStats) ProtoMessage() {}
 
 func (x *RepairStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[21]
+	mi := &file_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1971,7 @@ func (x *RepairStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairStats.ProtoReflect.Descriptor instead.
 func (*RepairStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RepairStats) GetGaps() uint64 {
@@ -1995,7 +2060,7 @@ type ResequencerStats struct {
 
 func (x *ResequencerStats) Reset() {
 	*x = ResequencerStats{}
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2072,7 @@ func (x *ResequencerStats) String() string {
 func (*ResequencerStats) ProtoMessage() {}
 
 func (x *ResequencerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[22]
+	mi := &file_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2085,7 @@ func (x *ResequencerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResequencerStats.ProtoReflect.Descriptor instead.
 func (*ResequencerStats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResequencerStats) GetInOrder() uint64 {
@@ -2126,7 +2191,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2203,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[23]
+	mi := &file_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2216,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Stats) GetTunnels() []*TunnelStats {
@@ -2189,7 +2254,7 @@ const file_agent_proto_rawDesc = "" +
 	"local_addr\x18\x03 \x01(\tR\tlocalAddr\x12\x1f\n" +
 	"\vremote_addr\x18\x04 \x01(\tR\n" +
 	"remoteAddr\x12\x19\n" +
-	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xd6\x04\n" +
+	"\bnext_hop\x18\x05 \x01(\tR\anextHop\"\xf7\x04\n" +
 	"\fTunnelConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x18\n" +
@@ -2212,7 +2277,9 @@ const file_agent_proto_rawDesc = "" +
 	"\n" +
 	"resequence\x18\x16 \x01(\bR\n" +
 	"resequence\x12\x16\n" +
-	"\x06repair\x18\x17 \x01(\bR\x06repair\"O\n" +
+	"\x06repair\x18\x17 \x01(\bR\x06repair\x12\x1f\n" +
+	"\vwindow_kept\x18\x18 \x01(\x01R\n" +
+	"windowKept\"O\n" +
 	"\x04Auth\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\fR\x04keys\x12\x1a\n" +
 	"\bdisabled\x18\x02 \x01(\bR\bdisabled\x12\x17\n" +
@@ -2265,7 +2332,11 @@ const file_agent_proto_rawDesc = "" +
 	"\x02up\x18\x03 \x01(\bR\x02up\"i\n" +
 	"\x17SetSignalTriggerRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x121\n" +
-	"\atrigger\x18\x02 \x01(\v2\x17.plait.v1.SignalTriggerR\atrigger\"A\n" +
+	"\atrigger\x18\x02 \x01(\v2\x17.plait.v1.SignalTriggerR\atrigger\"T\n" +
+	"\x14SetWindowKeptRequest\x12\x1b\n" +
+	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x1f\n" +
+	"\vwindow_kept\x18\x02 \x01(\x01R\n" +
+	"windowKept\"A\n" +
 	"\x0eSetKeysRequest\x12\x1b\n" +
 	"\ttunnel_id\x18\x01 \x01(\rR\btunnelId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\"l\n" +
@@ -2382,7 +2453,7 @@ const file_agent_proto_rawDesc = "" +
 	"\tMODE_EDPF\x10\x03*$\n" +
 	"\x05Encap\x12\r\n" +
 	"\tENCAP_UDP\x10\x00\x12\f\n" +
-	"\bENCAP_IP\x10\x012\x8d\x06\n" +
+	"\bENCAP_IP\x10\x012\xd0\x06\n" +
 	"\x05Agent\x125\n" +
 	"\tConfigure\x12\x16.plait.v1.TunnelConfig\x1a\x10.plait.v1.Tunnel\x124\n" +
 	"\fRemoveTunnel\x12\x13.plait.v1.TunnelRef\x1a\x0f.plait.v1.Empty\x12=\n" +
@@ -2395,7 +2466,8 @@ const file_agent_proto_rawDesc = "" +
 	"\fSetPathState\x12\x1d.plait.v1.SetPathStateRequest\x1a\x10.plait.v1.Tunnel\x12G\n" +
 	"\x10SetPathEstimates\x12!.plait.v1.SetPathEstimatesRequest\x1a\x10.plait.v1.Tunnel\x12/\n" +
 	"\x06Signal\x12\x13.plait.v1.TunnelRef\x1a\x10.plait.v1.Tunnel\x12G\n" +
-	"\x10SetSignalTrigger\x12!.plait.v1.SetSignalTriggerRequest\x1a\x10.plait.v1.Tunnel\x125\n" +
+	"\x10SetSignalTrigger\x12!.plait.v1.SetSignalTriggerRequest\x1a\x10.plait.v1.Tunnel\x12A\n" +
+	"\rSetWindowKept\x12\x1e.plait.v1.SetWindowKeptRequest\x1a\x10.plait.v1.Tunnel\x125\n" +
 	"\aSetKeys\x12\x18.plait.v1.SetKeysRequest\x1a\x10.plait.v1.Tunnel\x123\n" +
 	"\bGetStats\x12\x16.plait.v1.StatsRequest\x1a\x0f.plait.v1.Stats\x127\n" +
 	"\n" +
@@ -2414,7 +2486,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_agent_proto_goTypes = []any{
 	(Mode)(0),                       // 0: plait.v1.Mode
 	(Encap)(0),                      // 1: plait.v1.Encap
@@ -2433,17 +2505,18 @@ var file_agent_proto_goTypes = []any{
 	(*SetAckPathRequest)(nil),       // 14: plait.v1.SetAckPathRequest
 	(*SetPathStateRequest)(nil),     // 15: plait.v1.SetPathStateRequest
 	(*SetSignalTriggerRequest)(nil), // 16: plait.v1.SetSignalTriggerRequest
-	(*SetKeysRequest)(nil),          // 17: plait.v1.SetKeysRequest
-	(*SetPathEstimatesRequest)(nil), // 18: plait.v1.SetPathEstimatesRequest
-	(*StatsRequest)(nil),            // 19: plait.v1.StatsRequest
-	(*PathStats)(nil),               // 20: plait.v1.PathStats
-	(*ReorderStats)(nil),            // 21: plait.v1.ReorderStats
-	(*TunnelStats)(nil),             // 22: plait.v1.TunnelStats
-	(*RepairStats)(nil),             // 23: plait.v1.RepairStats
-	(*ResequencerStats)(nil),        // 24: plait.v1.ResequencerStats
-	(*Stats)(nil),                   // 25: plait.v1.Stats
-	nil,                             // 26: plait.v1.Stats.SenderEntry
-	nil,                             // 27: plait.v1.Stats.ReceiverEntry
+	(*SetWindowKeptRequest)(nil),    // 17: plait.v1.SetWindowKeptRequest
+	(*SetKeysRequest)(nil),          // 18: plait.v1.SetKeysRequest
+	(*SetPathEstimatesRequest)(nil), // 19: plait.v1.SetPathEstimatesRequest
+	(*StatsRequest)(nil),            // 20: plait.v1.StatsRequest
+	(*PathStats)(nil),               // 21: plait.v1.PathStats
+	(*ReorderStats)(nil),            // 22: plait.v1.ReorderStats
+	(*TunnelStats)(nil),             // 23: plait.v1.TunnelStats
+	(*RepairStats)(nil),             // 24: plait.v1.RepairStats
+	(*ResequencerStats)(nil),        // 25: plait.v1.ResequencerStats
+	(*Stats)(nil),                   // 26: plait.v1.Stats
+	nil,                             // 27: plait.v1.Stats.SenderEntry
+	nil,                             // 28: plait.v1.Stats.ReceiverEntry
 }
 var file_agent_proto_depIdxs = []int32{
 	3,  // 0: plait.v1.TunnelConfig.paths:type_name -> plait.v1.PathConfig
@@ -2459,13 +2532,13 @@ var file_agent_proto_depIdxs = []int32{
 	0,  // 10: plait.v1.SetModeRequest.mode:type_name -> plait.v1.Mode
 	6,  // 11: plait.v1.SetSignalTriggerRequest.trigger:type_name -> plait.v1.SignalTrigger
 	7,  // 12: plait.v1.SetPathEstimatesRequest.estimates:type_name -> plait.v1.PathEstimate
-	20, // 13: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
-	21, // 14: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
-	24, // 15: plait.v1.TunnelStats.resequencer:type_name -> plait.v1.ResequencerStats
-	23, // 16: plait.v1.TunnelStats.repair:type_name -> plait.v1.RepairStats
-	22, // 17: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
-	26, // 18: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
-	27, // 19: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
+	21, // 13: plait.v1.TunnelStats.paths:type_name -> plait.v1.PathStats
+	22, // 14: plait.v1.TunnelStats.reorder:type_name -> plait.v1.ReorderStats
+	25, // 15: plait.v1.TunnelStats.resequencer:type_name -> plait.v1.ResequencerStats
+	24, // 16: plait.v1.TunnelStats.repair:type_name -> plait.v1.RepairStats
+	23, // 17: plait.v1.Stats.tunnels:type_name -> plait.v1.TunnelStats
+	27, // 18: plait.v1.Stats.sender:type_name -> plait.v1.Stats.SenderEntry
+	28, // 19: plait.v1.Stats.receiver:type_name -> plait.v1.Stats.ReceiverEntry
 	4,  // 20: plait.v1.Agent.Configure:input_type -> plait.v1.TunnelConfig
 	10, // 21: plait.v1.Agent.RemoveTunnel:input_type -> plait.v1.TunnelRef
 	2,  // 22: plait.v1.Agent.ListTunnels:input_type -> plait.v1.Empty
@@ -2473,27 +2546,29 @@ var file_agent_proto_depIdxs = []int32{
 	13, // 24: plait.v1.Agent.SetMode:input_type -> plait.v1.SetModeRequest
 	14, // 25: plait.v1.Agent.SetAckPath:input_type -> plait.v1.SetAckPathRequest
 	15, // 26: plait.v1.Agent.SetPathState:input_type -> plait.v1.SetPathStateRequest
-	18, // 27: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
+	19, // 27: plait.v1.Agent.SetPathEstimates:input_type -> plait.v1.SetPathEstimatesRequest
 	10, // 28: plait.v1.Agent.Signal:input_type -> plait.v1.TunnelRef
 	16, // 29: plait.v1.Agent.SetSignalTrigger:input_type -> plait.v1.SetSignalTriggerRequest
-	17, // 30: plait.v1.Agent.SetKeys:input_type -> plait.v1.SetKeysRequest
-	19, // 31: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
-	19, // 32: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
-	9,  // 33: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
-	2,  // 34: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
-	11, // 35: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
-	9,  // 36: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
-	9,  // 37: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
-	9,  // 38: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
-	9,  // 39: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
-	9,  // 40: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
-	9,  // 41: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
-	9,  // 42: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
-	9,  // 43: plait.v1.Agent.SetKeys:output_type -> plait.v1.Tunnel
-	25, // 44: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
-	25, // 45: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
-	33, // [33:46] is the sub-list for method output_type
-	20, // [20:33] is the sub-list for method input_type
+	17, // 30: plait.v1.Agent.SetWindowKept:input_type -> plait.v1.SetWindowKeptRequest
+	18, // 31: plait.v1.Agent.SetKeys:input_type -> plait.v1.SetKeysRequest
+	20, // 32: plait.v1.Agent.GetStats:input_type -> plait.v1.StatsRequest
+	20, // 33: plait.v1.Agent.WatchStats:input_type -> plait.v1.StatsRequest
+	9,  // 34: plait.v1.Agent.Configure:output_type -> plait.v1.Tunnel
+	2,  // 35: plait.v1.Agent.RemoveTunnel:output_type -> plait.v1.Empty
+	11, // 36: plait.v1.Agent.ListTunnels:output_type -> plait.v1.ListTunnelsResponse
+	9,  // 37: plait.v1.Agent.SetWeights:output_type -> plait.v1.Tunnel
+	9,  // 38: plait.v1.Agent.SetMode:output_type -> plait.v1.Tunnel
+	9,  // 39: plait.v1.Agent.SetAckPath:output_type -> plait.v1.Tunnel
+	9,  // 40: plait.v1.Agent.SetPathState:output_type -> plait.v1.Tunnel
+	9,  // 41: plait.v1.Agent.SetPathEstimates:output_type -> plait.v1.Tunnel
+	9,  // 42: plait.v1.Agent.Signal:output_type -> plait.v1.Tunnel
+	9,  // 43: plait.v1.Agent.SetSignalTrigger:output_type -> plait.v1.Tunnel
+	9,  // 44: plait.v1.Agent.SetWindowKept:output_type -> plait.v1.Tunnel
+	9,  // 45: plait.v1.Agent.SetKeys:output_type -> plait.v1.Tunnel
+	26, // 46: plait.v1.Agent.GetStats:output_type -> plait.v1.Stats
+	26, // 47: plait.v1.Agent.WatchStats:output_type -> plait.v1.Stats
+	34, // [34:48] is the sub-list for method output_type
+	20, // [20:34] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2510,7 +2585,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

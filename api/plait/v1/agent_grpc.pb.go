@@ -32,6 +32,7 @@ const (
 	Agent_SetPathEstimates_FullMethodName = "/plait.v1.Agent/SetPathEstimates"
 	Agent_Signal_FullMethodName           = "/plait.v1.Agent/Signal"
 	Agent_SetSignalTrigger_FullMethodName = "/plait.v1.Agent/SetSignalTrigger"
+	Agent_SetWindowKept_FullMethodName    = "/plait.v1.Agent/SetWindowKept"
 	Agent_SetKeys_FullMethodName          = "/plait.v1.Agent/SetKeys"
 	Agent_GetStats_FullMethodName         = "/plait.v1.Agent/GetStats"
 	Agent_WatchStats_FullMethodName       = "/plait.v1.Agent/WatchStats"
@@ -60,6 +61,9 @@ type AgentClient interface {
 	Signal(ctx context.Context, in *TunnelRef, opts ...grpc.CallOption) (*Tunnel, error)
 	// Sets or, when its rate is 0, clears the tunnel's SignalTrigger.
 	SetSignalTrigger(ctx context.Context, in *SetSignalTriggerRequest, opts ...grpc.CallOption) (*Tunnel, error)
+	// Sets how much of its window a flow of the tunnel keeps at a loss TCP sees
+	// (TunnelConfig.window_kept), as the controller knows the flows' congestion control.
+	SetWindowKept(ctx context.Context, in *SetWindowKeptRequest, opts ...grpc.CallOption) (*Tunnel, error)
 	// SetKeys installs a tunnel's keys, as a controller does from the key files its network
 	// file names: both ends' senders and receivers change at once, and the tunnel's
 	// statistics go on. The tunnel must already authenticate (configured with a key); the
@@ -178,6 +182,16 @@ func (c *agentClient) SetSignalTrigger(ctx context.Context, in *SetSignalTrigger
 	return out, nil
 }
 
+func (c *agentClient) SetWindowKept(ctx context.Context, in *SetWindowKeptRequest, opts ...grpc.CallOption) (*Tunnel, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Tunnel)
+	err := c.cc.Invoke(ctx, Agent_SetWindowKept_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentClient) SetKeys(ctx context.Context, in *SetKeysRequest, opts ...grpc.CallOption) (*Tunnel, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Tunnel)
@@ -240,6 +254,9 @@ type AgentServer interface {
 	Signal(context.Context, *TunnelRef) (*Tunnel, error)
 	// Sets or, when its rate is 0, clears the tunnel's SignalTrigger.
 	SetSignalTrigger(context.Context, *SetSignalTriggerRequest) (*Tunnel, error)
+	// Sets how much of its window a flow of the tunnel keeps at a loss TCP sees
+	// (TunnelConfig.window_kept), as the controller knows the flows' congestion control.
+	SetWindowKept(context.Context, *SetWindowKeptRequest) (*Tunnel, error)
 	// SetKeys installs a tunnel's keys, as a controller does from the key files its network
 	// file names: both ends' senders and receivers change at once, and the tunnel's
 	// statistics go on. The tunnel must already authenticate (configured with a key); the
@@ -287,6 +304,9 @@ func (UnimplementedAgentServer) Signal(context.Context, *TunnelRef) (*Tunnel, er
 }
 func (UnimplementedAgentServer) SetSignalTrigger(context.Context, *SetSignalTriggerRequest) (*Tunnel, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetSignalTrigger not implemented")
+}
+func (UnimplementedAgentServer) SetWindowKept(context.Context, *SetWindowKeptRequest) (*Tunnel, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SetWindowKept not implemented")
 }
 func (UnimplementedAgentServer) SetKeys(context.Context, *SetKeysRequest) (*Tunnel, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SetKeys not implemented")
@@ -498,6 +518,24 @@ func _Agent_SetSignalTrigger_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Agent_SetWindowKept_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetWindowKeptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServer).SetWindowKept(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Agent_SetWindowKept_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServer).SetWindowKept(ctx, req.(*SetWindowKeptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Agent_SetKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetKeysRequest)
 	if err := dec(in); err != nil {
@@ -591,6 +629,10 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetSignalTrigger",
 			Handler:    _Agent_SetSignalTrigger_Handler,
+		},
+		{
+			MethodName: "SetWindowKept",
+			Handler:    _Agent_SetWindowKept_Handler,
 		},
 		{
 			MethodName: "SetKeys",

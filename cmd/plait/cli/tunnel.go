@@ -10,6 +10,7 @@ import (
 
 	"github.com/plait/plait/agent"
 	pb "github.com/plait/plait/api/plait/v1"
+	"github.com/plait/plait/model"
 )
 
 func newTunnelCmd() *cobra.Command {
@@ -26,6 +27,7 @@ func newTunnelAddCmd() *cobra.Command {
 		cfg            pb.TunnelConfig
 		paths, weights []string
 		mode, encap    string
+		cc             string
 		keyFiles       []string
 		noAuth         bool
 	)
@@ -63,6 +65,13 @@ func newTunnelAddCmd() *cobra.Command {
 				return usagef(cmd, "--encap %q: use udp (passes NAT) or ip (8 bytes less a packet, paths without NAT)", encap)
 			}
 			cfg.Encap = pb.Encap(e)
+			if cc != "" {
+				c, err := model.ParseCC(cc)
+				if err != nil {
+					return usagef(cmd, "--cc: %v", err)
+				}
+				cfg.WindowKept = c.Beta()
+			}
 			// Repair is on wherever it can be: it needs the peer's report channel, and a
 			// tunnel whose paths lose nothing keeps no copies.
 			if !cmd.Flags().Changed("repair") {
@@ -101,6 +110,7 @@ func newTunnelAddCmd() *cobra.Command {
 	f.BoolVar(&cfg.Telemetry, "telemetry", false, "carry a telemetry block for P4 switches to stamp (8 bytes a packet)")
 	f.BoolVar(&cfg.Resequence, "resequence", false, "hand this end's stack the received packets in the sender's order (holds a packet behind a hole up to a bound from the paths' delays)")
 	f.BoolVar(&cfg.Repair, "repair", false, "repair losses on the paths: once the peer asks, keep copies of sent packets; ask the peer for lost ones; resend on the lowest-delay path (needs --peer; on both ends; default on with --peer)")
+	f.StringVar(&cc, "cc", "", "congestion control of the flows this end receives, cubic or bbr: with repair, a BBR flow, which keeps its window at a loss, is not held for repairs (default cubic; a controller's --cc sets it)")
 	f.StringVar(&cfg.PeerAddress, "peer", "", "the other end's tunnel address: TCP between the two goes compact (20 bytes less a packet)")
 	f.BoolVar(&cfg.ReceiveOnly, "receive-only", false, "only measure and untag on --device (an existing interface): a split switch encapsulates")
 	f.StringArrayVar(&keyFiles, "key-file", nil, "file with the tunnel's key (32 hex digits, mode 0600; the same on both ends): packets are tagged under it; repeat once to roll keys over (the first tags)")
